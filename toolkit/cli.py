@@ -1,0 +1,91 @@
+"""The ``ppscope`` command line: the library's jobs without opening Jupyter."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from toolkit import __version__
+from toolkit.errors import ToolkitError
+from toolkit.load.sglang import load_sglang_log
+from toolkit.load.sniff import expand, sniff
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="ppscope", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"ppscope {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    parse = commands.add_parser("parse", help="recognize and summarize input files")
+    parse.add_argument("paths", nargs="+", type=Path, help="files or run directories")
+    parse.add_argument("--json", action="store_true", help="print one JSON object")
+    parse.add_argument("--strict", action="store_true", help="fail on the first untypable line")
+    parse.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    parse.set_defaults(run=_parse)
+
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except ToolkitError as e:
+        print(f"ppscope: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+def _parse(args: argparse.Namespace) -> int:
+    files: list[dict[str, Any]] = []
+    for path in expand(args.paths):
+        if not path.exists():
+            raise ToolkitError(f"{path}: no such file or directory")
+        fmt = sniff(path)
+        if fmt == "sglang-log":
+            log = load_sglang_log(path, strict=args.strict, cache=not args.no_cache)
+            files.extend(log.summary()["files"])
+        else:
+            files.append({"path": str(path), "format": fmt or "unknown"})
+    if args.json:
+        json.dump({"files": files}, sys.stdout, indent=2, default=str, allow_nan=False)
+        print()
+    else:
+        for summary in files:
+            print(_describe(summary))
+    return 0
+
+
+def _describe(f: dict[str, Any]) -> str:
+    lines = [f"{f['path']}  [{f['format']}]"]
+    if "lines" not in f:
+        lines.append("  not recognized: no loader reads this format")
+        return "\n".join(lines)
+    tables = ", ".join(f"{k} {v}" for k, v in f["tables"].items())
+    lines.append(f"  wrapper {f['wrapper']}, {f['lines']} lines: {tables}")
+    counts = ", ".join(f"{k} {v}" for k, v in f["counts"].items())
+    lines.append(f"  kinds: {counts}")
+    odd = {k: v for k, v in f["odd_lines"].items() if v}
+    lines.append(
+        f"  batch lines not fully typed: {f['incomplete_batches']}"
+        + (f"; odd lines: {odd}" if odd else "")
+    )
+    for launch in f["launches"]:
+        a = launch["server_args"]
+        keys = ("tp_size", "pp_size", "dp_size", "ep_size", "pp_async_batch_depth",
+                "pp_max_micro_batch_size", "max_running_requests", "chunked_prefill_size",
+                "disable_cuda_graph", "cuda_graph_max_bs")
+        shown = ", ".join(f"{k}={a[k]}" for k in keys if k in a)
+        cut = "" if launch["complete"] else " (dump cut)"
+        lines.append(f"  launch at line {launch['lineno']}{cut}: {shown}")
+        mt = launch["startup"].get("max_total_num_tokens")
+        if mt is not None:
+            lines.append(f"    max_total_num_tokens={mt}")
+    for row in f["first_unrecognized"]:
+        lines.append(f"  unrecognized line {row['lineno']}: {str(row['line'])[:100]}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

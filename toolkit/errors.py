@@ -1,0 +1,45 @@
+"""The error types ppscope raises; everything else is a bug."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ToolkitError(Exception):
+    """Base of every error ppscope raises on purpose."""
+
+
+class UnknownFormat(ToolkitError):
+    """A file whose content matches no format ppscope reads."""
+
+    def __init__(self, path: str | Path, reason: str = "unrecognized format") -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class ParseError(ToolkitError):
+    """A line that could not be read, with its location: ``path:line: reason`` then the line."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        lineno: int | None,
+        reason: str,
+        line: str | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.lineno = lineno
+        self.reason = reason
+        self.line = line
+        where = self.path if lineno is None else f"{self.path}:{lineno}"
+        text = f"{where}: {reason}"
+        if line is not None:
+            text += "\n    " + shorten(line)
+        super().__init__(text)
+
+
+def shorten(text: str, width: int = 160) -> str:
+    """One line of at most ``width`` characters, for error messages."""
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= width else text[: width - 1] + "…"

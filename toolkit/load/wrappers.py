@@ -1,0 +1,224 @@
+"""Line wrappers that other tools put in front of SGLang's own lines.
+
+Each wrapper is recognized from a file's first lines, then cut from every line with literal
+string operations (no capture regex on the hot path). A line that does not fit the file's
+wrapper keeps its whole text as the message, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import polars as pl
+
+_MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+_ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
+
+
+@dataclass(frozen=True)
+class Split:
+    """Expressions that take a wrapper apart: every field may be null."""
+
+    rest: pl.Expr  # the line without the wrapper
+    wrapper_ts: pl.Expr  # Datetime("us"), naive, as the wrapper wrote it
+    header: pl.Expr  # "host ident[pid]", compose service, Ray actor: decoded later
+    stream: pl.Expr  # "stdout"/"stderr" (Kubernetes CRI)
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    name: str
+    pattern: re.Pattern[str]
+    split: Callable[[pl.Expr, int | None], Split]
+
+
+def _null(dtype: pl.DataType) -> pl.Expr:
+    return pl.lit(None, dtype=dtype)
+
+
+def _iso_ts(text: pl.Expr) -> pl.Expr:
+    """Naive datetime from ``2025-05-25T21:40:21[.fffffffff][Z|+02:00]`` (zone dropped)."""
+    base = text.str.slice(0, 19).str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
+    frac = text.str.slice(20, 9)
+    digits = frac.str.head(frac.str.find(r"[^0-9]").fill_null(9))
+    has_frac = text.str.slice(19, 1) == "."
+    micros = pl.when(has_frac).then(
+        digits.str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64, strict=False)
+    )
+    return base + pl.duration(microseconds=micros.fill_null(0))
+
+
+def _raw(line: pl.Expr, year: int | None) -> Split:
+    return Split(line, _null(pl.Datetime("us")), _null(pl.String), _null(pl.String))
+
+
+def _journal(width: int, iso: bool) -> Callable[[pl.Expr, int | None], Split]:
+    """journalctl ``-o short`` (width 15), ``short-precise`` (22), ``short-iso[-precise]``."""
+
+    def split(line: pl.Expr, year: int | None) -> Split:
+        if iso:
+            end = line.str.find(" ", literal=True)
+            ts = _iso_ts(line.str.head(end))
+        else:
+            end = pl.lit(width)
+            text = line.str.slice(0, width)
+            ts = (
+                pl.concat_str(pl.lit(f"{year} "), text).str.strptime(
+                    pl.Datetime("us"), "%Y %b %e %H:%M:%S%.f", strict=False
+                )
+                if year is not None
+                else _null(pl.Datetime("us"))
+            )
+        colon = line.str.find(": ", literal=True)
+        ok = colon.is_not_null() & (colon > end) & (line.str.slice(end, 1) == " ")
+        return Split(
+            pl.when(ok).then(line.str.slice(colon + 2)).otherwise(line),
+            pl.when(ok).then(ts),
+            pl.when(ok).then(line.str.slice(end + 1, colon - end - 1)),
+            _null(pl.String),
+        )
+
+    return split
+
+
+def _timestamped(line: pl.Expr, year: int | None) -> Split:
+    """docker logs -t / kubectl logs --timestamps: RFC 3339 time, one space, the line."""
+    end = line.str.find(" ", literal=True)
+    ok = (line.str.slice(10, 1) == "T") & (line.str.slice(4, 1) == "-") & end.is_not_null()
+    return Split(
+        pl.when(ok).then(line.str.slice(end + 1)).otherwise(line),
+        pl.when(ok).then(_iso_ts(line.str.head(end))),
+        _null(pl.String),
+        _null(pl.String),
+    )
+
+
+def _cri(line: pl.Expr, year: int | None) -> Split:
+    """Kubernetes node log: ``<RFC 3339> stdout|stderr F|P <line>``."""
+    end = line.str.find(" ", literal=True)
+    stream = line.str.slice(end + 1, 6)
+    tag = line.str.slice(end + 8, 2)
+    ok = stream.is_in(["stdout", "stderr"]) & tag.is_in(["F ", "P "])
+    return Split(
+        pl.when(ok).then(line.str.slice(end + 10)).otherwise(line),
+        pl.when(ok).then(_iso_ts(line.str.head(end))),
+        _null(pl.String),
+        pl.when(ok).then(stream),
+    )
+
+
+def _compose(line: pl.Expr, year: int | None) -> Split:
+    """docker compose logs: ``service-1  | <line>``."""
+    bar = line.str.find(" | ", literal=True)
+    ok = (
+        bar.is_not_null()
+        & (bar < 80)
+        & ~line.str.head(bar.fill_null(0)).str.strip_chars().str.contains(" ", literal=True)
+    )
+    return Split(
+        pl.when(ok).then(line.str.slice(bar + 3)).otherwise(line),
+        _null(pl.Datetime("us")),
+        pl.when(ok).then(line.str.head(bar).str.strip_chars()),
+        _null(pl.String),
+    )
+
+
+def _python_logger(line: pl.Expr, year: int | None) -> Split:
+    """A parent Python logger: ``2025-03-07 23:50:27,531 - name - LEVEL - <line>``."""
+    ok = (line.str.slice(19, 1) == ",") & (line.str.slice(23, 3) == " - ")
+    after_name = line.str.slice(26)
+    p = after_name.str.find(" - ", literal=True)
+    after_level = after_name.str.slice(p + 3)
+    q = after_level.str.find(" - ", literal=True)
+    ok = ok & p.is_not_null() & q.is_not_null()
+    ts = line.str.slice(0, 23).str.strptime(
+        pl.Datetime("us"), "%Y-%m-%d %H:%M:%S,%3f", strict=False
+    )
+    return Split(
+        pl.when(ok).then(after_level.str.slice(q + 3)).otherwise(line),
+        pl.when(ok).then(ts),
+        pl.when(ok).then(after_name.str.head(p) + " " + after_level.str.head(q)),
+        _null(pl.String),
+    )
+
+
+def _ray(line: pl.Expr, year: int | None) -> Split:
+    """Ray actor output: ``(SchedulerActor pid=1234, ip=10.0.0.1) <line>``."""
+    close = line.str.find(") ", literal=True)
+    ok = (
+        line.str.starts_with("(")
+        & close.is_not_null()
+        & line.str.head(close.fill_null(0)).str.contains(" pid=", literal=True)
+    )
+    return Split(
+        pl.when(ok).then(line.str.slice(close + 2)).otherwise(line),
+        _null(pl.Datetime("us")),
+        pl.when(ok).then(line.str.slice(1, close - 1)),
+        _null(pl.String),
+    )
+
+
+WRAPPERS: tuple[Wrapper, ...] = (
+    Wrapper(
+        "kubernetes-cri",
+        re.compile(rf"^{_ISO}(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] "),
+        _cri,
+    ),
+    Wrapper(
+        "journald-short-iso",
+        re.compile(rf"^{_ISO}(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) \S+ [^:]*: "),
+        _journal(0, iso=True),
+    ),
+    Wrapper(
+        "journald-short-precise",
+        re.compile(rf"^(?:{_MONTHS}) [ \d]\d \d\d:\d\d:\d\d\.\d{{6}} \S+ [^:]*: "),
+        _journal(22, iso=False),
+    ),
+    Wrapper(
+        "journald-short",
+        re.compile(rf"^(?:{_MONTHS}) [ \d]\d \d\d:\d\d:\d\d \S+ [^:]*: "),
+        _journal(15, iso=False),
+    ),
+    Wrapper(
+        "python-logger",
+        re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - \S+ - [A-Z]+ - "),
+        _python_logger,
+    ),
+    Wrapper("timestamped", re.compile(rf"^{_ISO}(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) "), _timestamped),
+    Wrapper("ray", re.compile(r"^\([\w.]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) "), _ray),
+    Wrapper("compose", re.compile(r"^[\w.-]+\s+\| "), _compose),
+)
+RAW = Wrapper("raw", re.compile(""), _raw)
+
+
+def sniff_wrapper(lines: list[str]) -> Wrapper:
+    """The wrapper most of the first lines carry (journald, docker, ...), else ``raw``."""
+    counts = dict.fromkeys((w.name for w in WRAPPERS), 0)
+    seen = 0
+    for line in lines:
+        if not line.strip() or line.startswith("-- "):
+            continue
+        seen += 1
+        for w in WRAPPERS:
+            if w.pattern.match(line):
+                counts[w.name] += 1
+                break
+    best = max(WRAPPERS, key=lambda w: counts[w.name])
+    # journald short-iso and docker timestamps look alike; the journal form needs "ident: ".
+    return best if seen and counts[best.name] * 2 >= seen else RAW
+
+
+def decode_header(wrapper: str, header: str | None) -> tuple[str | None, int | None]:
+    """(host, pid) from a wrapper header such as ``gpu-node-1 python3[85690]``."""
+    if header is None:
+        return None, None
+    if wrapper.startswith("journald"):
+        host, _, ident = header.partition(" ")
+        m = re.search(r"\[(\d+)\]$", ident)
+        return host, int(m.group(1)) if m else None
+    if wrapper == "ray":
+        m = re.search(r"pid=(\d+)", header)
+        return header.split(" ", 1)[0], int(m.group(1)) if m else None
+    return header, None
