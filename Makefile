@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/ppscope parse data/incident
+	$(BIN)/ppscope parse data/
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from toolkit.errors import ParseError, ToolkitError, UnknownFormat  # noqa: E402
-from toolkit.load.sglang import SGLangLog, load_sglang_log  # noqa: E402
+from toolkit.errors import ParseError, ToolkitError, UnknownFormat
+from toolkit.load.sglang import SGLangLog, load_sglang_log
 
 __all__ = [
     "ParseError",

@@ -73,9 +73,18 @@ def _describe(f: dict[str, Any]) -> str:
     )
     for launch in f["launches"]:
         a = launch["server_args"]
-        keys = ("tp_size", "pp_size", "dp_size", "ep_size", "pp_async_batch_depth",
-                "pp_max_micro_batch_size", "max_running_requests", "chunked_prefill_size",
-                "disable_cuda_graph", "cuda_graph_max_bs")
+        keys = (
+            "tp_size",
+            "pp_size",
+            "dp_size",
+            "ep_size",
+            "pp_async_batch_depth",
+            "pp_max_micro_batch_size",
+            "max_running_requests",
+            "chunked_prefill_size",
+            "disable_cuda_graph",
+            "cuda_graph_max_bs",
+        )
         shown = ", ".join(f"{k}={a[k]}" for k in keys if k in a)
         cut = "" if launch["complete"] else " (dump cut)"
         lines.append(f"  launch at line {launch['lineno']}{cut}: {shown}")

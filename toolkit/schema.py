@@ -34,7 +34,7 @@ KINDS: dict[str, str] = {
     "decode": "a `Decode batch` line",
     "prefill": "a `Prefill batch` line",
     "server_args": "the `server_args=` dump that starts a launch",
-    "startup": "a startup fact: weights, KV cache, CUDA graph capture, `max_total_num_tokens=`, ready",
+    "startup": "a startup fact: weights, KV pool, CUDA graphs, `max_total_num_tokens=`, ready",
     "http": "a uvicorn access line",
     "error": "a warning, error or traceback line (grouped into `errors`)",
     "progress": "a progress bar (tqdm) without a log line",
@@ -51,13 +51,19 @@ BATCH_FIELDS: tuple[BatchField, ...] = (
     BatchField("#new-seq", "new_seq", _I, "requests admitted by this prefill batch"),
     BatchField("#new-token", "new_token", _I, "new prompt tokens computed by this prefill batch"),
     BatchField("#cached-token", "cached_token", _I, "prompt tokens served from the prefix cache"),
-    BatchField("cache hit rate", "cache_hit_rate_pct", _F, "cumulative prefix-cache hit rate (≤0.4.3)"),
+    BatchField(
+        "cache hit rate", "cache_hit_rate_pct", _F, "cumulative prefix-cache hit rate (≤0.4.3)"
+    ),
     BatchField("token usage", "token_usage", _F, "KV pool in use on this rank, 0–1"),
     BatchField("#token", "token", _I, "KV tokens in use on this rank (global under PP)"),
     BatchField("#full token", "full_token", _I, "hybrid models: full-attention KV tokens in use"),
-    BatchField("full token usage", "full_token_usage", _F, "hybrid models: full-attention pool usage"),
+    BatchField(
+        "full token usage", "full_token_usage", _F, "hybrid models: full-attention pool usage"
+    ),
     BatchField("#swa token", "swa_token", _I, "hybrid models: sliding-window KV tokens in use"),
-    BatchField("swa token usage", "swa_token_usage", _F, "hybrid models: sliding-window pool usage"),
+    BatchField(
+        "swa token usage", "swa_token_usage", _F, "hybrid models: sliding-window pool usage"
+    ),
     BatchField("mamba num", "mamba_num", _I, "hybrid models: mamba states in use"),
     BatchField("mamba usage", "mamba_usage", _F, "hybrid models: mamba pool usage"),
     BatchField("#gpu token", "gpu_token", _I, "hierarchical sparse cache: tokens on GPU"),
@@ -70,14 +76,20 @@ BATCH_FIELDS: tuple[BatchField, ...] = (
         _I,
         "requests in the running batch; under PP one micro-batch slot, not the total",
     ),
-    BatchField("#queue-req", "queue_req", _I, "requests waiting (global, the same on all PP ranks)"),
+    BatchField(
+        "#queue-req", "queue_req", _I, "requests waiting (global, the same on all PP ranks)"
+    ),
     BatchField("#pending-token", "pending_token", _I, "prompt tokens still waiting for prefill"),
     BatchField("#replay-token", "replay_token", _I, "tokens replayed after retraction"),
     BatchField("accept len", "accept_len", _F, "speculative decoding: mean accepted length"),
     BatchField("accept rate", "accept_rate", _F, "speculative decoding: acceptance rate"),
     BatchField("cap len", "cap_len", _F, "speculative decoding: capped draft length"),
-    BatchField("block accept len", "block_accept_len", _F, "speculative decoding: block accept len"),
-    BatchField("pre-allocated usage", "preallocated_usage", _F, "PD decode: pre-allocated KV share"),
+    BatchField(
+        "block accept len", "block_accept_len", _F, "speculative decoding: block accept len"
+    ),
+    BatchField(
+        "pre-allocated usage", "preallocated_usage", _F, "PD decode: pre-allocated KV share"
+    ),
     BatchField("#prealloc-req", "prealloc_req", _I, "PD: requests pre-allocating KV"),
     BatchField("#transfer-req", "transfer_req", _I, "PD decode: requests receiving KV"),
     BatchField("#retracted-req", "retracted_req", _I, "requests retracted (KV pool full)"),

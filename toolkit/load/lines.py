@@ -8,18 +8,16 @@ file does not contain, so no line is ever split.
 
 from __future__ import annotations
 
-import gzip
 import mmap
-import shutil
 import tempfile
+import zlib
 from pathlib import Path
 
 import polars as pl
 
-from toolkit.errors import ToolkitError
-
 # Control bytes that never appear in real logs; the first one absent from a file is used.
-_SEPARATORS = (b"\x1f", b"\x1e", b"\x1d", b"\x1c", b"\x01", b"\x02", b"\x03", b"\x04")
+_SEPARATORS = tuple(bytes([b]) for b in (*range(0x1F, 0x0D, -1), 0x0C, 0x0B, *range(8, 0, -1)))
+_CHUNK = 64 << 20
 
 
 def is_gzip(path: Path) -> bool:
@@ -28,39 +26,54 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
-def plain_copy(path: Path, workdir: Path) -> Path:
-    """The path of an uncompressed copy of ``path`` (itself when not gzip)."""
+def plain_copy(path: Path, workdir: Path) -> tuple[Path, str | None]:
+    """An uncompressed copy of ``path`` (itself when not gzip), and a note if the .gz was cut.
+
+    A cut or corrupt archive keeps every byte that decompressed before the damage.
+    """
     if not is_gzip(path):
-        return path
+        return path, None
     out = workdir / (path.name.removesuffix(".gz") or "decompressed")
-    try:
-        with gzip.open(path, "rb") as src, out.open("wb") as dst:
-            shutil.copyfileobj(src, dst, 8 << 20)
-    except (OSError, EOFError) as e:  # a cut .gz: keep what decompressed
-        if not out.exists():
-            raise ToolkitError(f"{path}: cannot decompress: {e}") from e
-    return out
+    problem = None
+    inflater = zlib.decompressobj(wbits=31)
+    with path.open("rb") as src, out.open("wb") as dst:
+        try:
+            while chunk := src.read(1 << 20):
+                while chunk:
+                    dst.write(inflater.decompress(chunk))
+                    chunk = inflater.unused_data  # a concatenated gzip member follows
+                    if chunk:
+                        inflater = zlib.decompressobj(wbits=31)
+            dst.write(inflater.flush())
+            if not inflater.eof:
+                problem = "gzip stream ends early: the file was cut; read what it held"
+        except zlib.error as e:
+            problem = f"gzip data is corrupt ({e}); read what came before"
+    return out, problem
 
 
-def free_separator(path: Path) -> str:
-    """A control byte that does not occur in the file."""
+def free_separator(path: Path) -> str | None:
+    """A control byte that does not occur in the file, or None when every candidate does."""
     if path.stat().st_size == 0:
         return _SEPARATORS[0].decode()
     with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         for sep in _SEPARATORS:
             if m.find(sep) < 0:
                 return sep.decode()
-    raise ToolkitError(f"{path}: binary file: every candidate separator byte occurs in it")
+    return None
 
 
-def scan_lines(path: Path) -> pl.LazyFrame:
+def scan_lines(path: Path, workdir: Path) -> pl.LazyFrame:
     """Lazy ``lineno`` (1-based, Int64) and ``line`` (String, null when blank) of a plain file."""
     if path.stat().st_size == 0:
         return pl.LazyFrame(schema={"lineno": pl.Int64, "line": pl.String})
+    separator = free_separator(path)
+    if separator is None:  # binary data holds every candidate byte: split lines in Python
+        return pl.scan_parquet(_split_in_python(path, workdir))
     return pl.scan_csv(
         path,
         has_header=False,
-        separator=free_separator(path),
+        separator=separator,
         quote_char=None,
         comment_prefix=None,
         schema={"line": pl.String},
@@ -72,14 +85,41 @@ def scan_lines(path: Path) -> pl.LazyFrame:
     ).with_columns(pl.col("lineno").cast(pl.Int64))
 
 
+def _split_in_python(path: Path, workdir: Path) -> Path:
+    """Lines as Parquet, split by Python in chunks: the slow path for binary-laden files."""
+    out = workdir / f"{path.name}.lines.parquet"
+    frames: list[pl.DataFrame] = []
+    lineno = 1
+    carry = b""
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            pieces = (carry + chunk).split(b"\n")
+            carry = pieces.pop()
+            frames.append(_frame(pieces, lineno))
+            lineno += len(pieces)
+    if carry:
+        frames.append(_frame([carry], lineno))
+    pl.concat(frames).write_parquet(out)
+    return out
+
+
+def _frame(pieces: list[bytes], first: int) -> pl.DataFrame:
+    text = [(p[:-1] if p.endswith(b"\r") else p).decode("utf-8", "replace") or None for p in pieces]
+    return pl.DataFrame(
+        {"lineno": pl.int_range(first, first + len(text), eager=True), "line": text},
+        schema={"lineno": pl.Int64, "line": pl.String},
+    )
+
+
 def head_lines(path: Path, n: int = 400, max_bytes: int = 1 << 20) -> list[str]:
-    """The first ``n`` lines (decoded leniently), for sniffing formats."""
-    opener = gzip.open if is_gzip(path) else open
-    try:
-        with opener(path, "rb") as f:
-            data = f.read(max_bytes)
-    except (OSError, EOFError):
-        return []
+    """The first ``n`` lines (decoded leniently, gzip or not), for sniffing formats."""
+    with path.open("rb") as f:
+        data = f.read(max_bytes)
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = zlib.decompressobj(wbits=31).decompress(data, max_bytes)
+        except zlib.error:
+            return []
     return data.decode("utf-8", "replace").splitlines()[:n]
 
 

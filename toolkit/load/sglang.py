@@ -27,7 +27,7 @@ from toolkit.load.batch_line import parse_batch_message
 from toolkit.load.server_args import ServerArgsDump, ServerArgsError, parse_server_args
 from toolkit.load.sglang_lines import line_plan, sample_keys
 from toolkit.load.startup import startup_facts
-from toolkit.load.wrappers import Wrapper, decode_header, sniff_wrapper
+from toolkit.load.wrappers import decode_header, sniff_wrapper
 from toolkit.schema import (
     BATCHES,
     ERRORS,
@@ -82,6 +82,7 @@ class Source:
     lines: int
     store: Path
     clock_offset_s: float  # added to wrapper timestamps to put them on SGLang's clock
+    problems: tuple[str, ...] = ()  # file-level trouble, e.g. a cut .gz
 
 
 class SGLangLog:
@@ -155,15 +156,25 @@ class SGLangLog:
     @cached_property
     def launches(self) -> list[Launch]:
         """One ``Launch`` per ``server_args=`` dump, with the startup facts that follow it."""
-        dumps = _with_time(self._rows(["server_args"], ["lineno", "ts", "clock", "wrapper_ts", "message"]))
+        dumps = _with_time(
+            self._rows(["server_args"], ["lineno", "ts", "clock", "wrapper_ts", "message"])
+        )
         startup = self.startup
         out = []
         for i, row in enumerate(self._ordered(dumps).iter_rows(named=True)):
             parsed = _parse_dump(row["message"])
             facts = startup.filter(pl.col("launch") == i)
             out.append(
-                Launch(i, row["source"], row["lineno"], row["ts"], parsed.args, parsed.complete,
-                       parsed.problems, facts)
+                Launch(
+                    i,
+                    row["source"],
+                    row["lineno"],
+                    row["ts"],
+                    parsed.args,
+                    parsed.complete,
+                    parsed.problems,
+                    facts,
+                )
             )
         return out
 
@@ -173,22 +184,34 @@ class SGLangLog:
         rows = []
         for launch in self.launches:
             args = launch.server_args
-            row = {"source": launch.source, "lineno": launch.lineno, "ts": launch.ts,
-                   "launch": launch.index, "complete": launch.complete}
+            row = {
+                "source": launch.source,
+                "lineno": launch.lineno,
+                "ts": launch.ts,
+                "launch": launch.index,
+                "complete": launch.complete,
+            }
             for name in LAUNCHES.names()[5:]:
                 value = args.get(name)
                 if name == "pp_max_micro_batch_size" and value is None:
                     value = args.get("max_micro_batch_size")  # its name in 0.4.6–0.5.1
-                row[name] = value if isinstance(value, int | str) and not isinstance(value, bool) else None
+                row[name] = (
+                    value if isinstance(value, int | str) and not isinstance(value, bool) else None
+                )
             rows.append(row)
         return pl.DataFrame(rows, schema=LAUNCHES, orient="row") if rows else LAUNCHES.to_frame()
 
     @cached_property
     def startup(self) -> pl.DataFrame:
         """Startup facts per rank (weights, KV pool, CUDA graphs, scheduler summary), long form."""
-        rows_df = _with_ranks(_with_time(self._rows(
-            ["startup", "server_args"], ["lineno", "ts", "clock", "wrapper_ts", "ranks", "kind", "message"]
-        )))
+        rows_df = _with_ranks(
+            _with_time(
+                self._rows(
+                    ["startup", "server_args"],
+                    ["lineno", "ts", "clock", "wrapper_ts", "ranks", "kind", "message"],
+                )
+            )
+        )
         rows = []
         launch = -1
         for r in self._ordered(rows_df).iter_rows(named=True):
@@ -196,11 +219,18 @@ class SGLangLog:
                 launch += 1
                 continue
             for fact, value, text in startup_facts(r["message"]):
-                rows.append({
-                    "source": r["source"], "launch": max(launch, 0) if launch >= 0 else None,
-                    **{t: r[t] for t in RANK_TAGS}, "lineno": r["lineno"], "ts": r["ts"],
-                    "fact": fact, "value": value, "text": text,
-                })
+                rows.append(
+                    {
+                        "source": r["source"],
+                        "launch": max(launch, 0) if launch >= 0 else None,
+                        **{t: r[t] for t in RANK_TAGS},
+                        "lineno": r["lineno"],
+                        "ts": r["ts"],
+                        "fact": fact,
+                        "value": value,
+                        "text": text,
+                    }
+                )
         return pl.DataFrame(rows, schema=STARTUP, orient="row") if rows else STARTUP.to_frame()
 
     @cached_property
@@ -239,12 +269,21 @@ class SGLangLog:
 
     def coverage(self) -> dict[str, Any]:
         """Lines read, rows per table, batch lines that did not type fully, odd input."""
-        odd = self.scan().select(
-            invalid_utf8=pl.col("message").str.contains("\ufffd", literal=True).sum(),
-            binary=pl.col("message").str.contains(_LOOKS_BINARY).sum(),
-            undated=(pl.col("ts").is_null() & pl.col("clock").is_null() & pl.col("wrapper_ts").is_null()
-                     & (pl.col("kind") != "blank")).sum(),
-        ).collect().row(0, named=True)
+        odd = (
+            self.scan()
+            .select(
+                invalid_utf8=pl.col("message").str.contains("\ufffd", literal=True).sum(),
+                binary=pl.col("message").str.contains(_LOOKS_BINARY).sum(),
+                undated=(
+                    pl.col("ts").is_null()
+                    & pl.col("clock").is_null()
+                    & pl.col("wrapper_ts").is_null()
+                    & (pl.col("kind") != "blank")
+                ).sum(),
+            )
+            .collect()
+            .row(0, named=True)
+        )
         return {
             "lines": sum(s.lines for s in self.sources),
             "tables": {
@@ -267,25 +306,34 @@ class SGLangLog:
         for s in self.sources:
             one = SGLangLog([s], self._fixups.filter(pl.col("source") == s.path), None)
             cov = one.coverage()
-            files.append({
-                "path": s.path,
-                "format": FORMAT,
-                "wrapper": s.wrapper,
-                "lines": s.lines,
-                "tables": cov["tables"],
-                "counts": cov["counts"],
-                "incomplete_batches": cov["incomplete_batches"],
-                "odd_lines": {k: cov[k] for k in ("invalid_utf8", "binary", "undated")},
-                "launches": [
-                    {"lineno": la.lineno, "complete": la.complete, "server_args": la.server_args,
-                     "startup": la.facts()}
-                    for la in one.launches
-                ],
-                "first_unrecognized": [
-                    {"lineno": r["lineno"], "line": r["message"]}
-                    for r in one.other.filter(pl.col("kind") == "other").head(5).iter_rows(named=True)
-                ],
-            })
+            files.append(
+                {
+                    "path": s.path,
+                    "format": FORMAT,
+                    "wrapper": s.wrapper,
+                    "lines": s.lines,
+                    "tables": cov["tables"],
+                    "counts": cov["counts"],
+                    "incomplete_batches": cov["incomplete_batches"],
+                    "odd_lines": {k: cov[k] for k in ("invalid_utf8", "binary", "undated")},
+                    "problems": list(s.problems),
+                    "launches": [
+                        {
+                            "lineno": la.lineno,
+                            "complete": la.complete,
+                            "server_args": la.server_args,
+                            "startup": la.facts(),
+                        }
+                        for la in one.launches
+                    ],
+                    "first_unrecognized": [
+                        {"lineno": r["lineno"], "line": r["message"]}
+                        for r in one.other.filter(pl.col("kind") == "other")
+                        .head(5)
+                        .iter_rows(named=True)
+                    ],
+                }
+            )
         return {"files": files}
 
     # ------------------------------------------------------------------ helpers
@@ -299,10 +347,29 @@ class SGLangLog:
     def _error_records(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         cached = self.__dict__.get("_errors_cache")
         if cached is None:
-            rows = _with_ranks(_with_time(self.scan().filter(
-                (pl.col("kind") == "error") | ((pl.col("kind") == "other") & ~pl.col("has_prefix"))
-            ).select("source", "_order", "_offset", "lineno", "ts", "clock", "wrapper_ts", "ranks",
-                     "kind", "has_prefix", "message").collect(engine="streaming")))
+            rows = _with_ranks(
+                _with_time(
+                    self.scan()
+                    .filter(
+                        (pl.col("kind") == "error")
+                        | ((pl.col("kind") == "other") & ~pl.col("has_prefix"))
+                    )
+                    .select(
+                        "source",
+                        "_order",
+                        "_offset",
+                        "lineno",
+                        "ts",
+                        "clock",
+                        "wrapper_ts",
+                        "ranks",
+                        "kind",
+                        "has_prefix",
+                        "message",
+                    )
+                    .collect(engine="streaming")
+                )
+            )
             cached = _group_errors(rows.sort("_order", "lineno"))
             self.__dict__["_errors_cache"] = cached
         return cached
@@ -364,13 +431,27 @@ def _load_file(path: Path, workdir: Path, cache: bool) -> tuple[Source, pl.DataF
     meta_path = store_dir / f"{path.name}.{key}.meta.parquet"
     if cache and store.exists() and fix_path.exists() and meta_path.exists():
         meta = pl.read_parquet(meta_path).row(0, named=True)
-        src = Source(str(path), meta["wrapper"], meta["lines"], store, meta["offset"])
+        src = Source(
+            str(path),
+            meta["wrapper"],
+            meta["lines"],
+            store,
+            meta["offset"],
+            tuple(meta["problems"]),
+        )
         return src, pl.read_parquet(fix_path).with_columns(source=pl.lit(str(path)))
-    plain = lines_io.plain_copy(path, workdir)
+    plain, problem = lines_io.plain_copy(path, workdir)
+    problems = (problem,) if problem else ()
     head = lines_io.head_lines(plain)
     wrapper = sniff_wrapper(head)
     year = _first_year(head)
-    plan = line_plan(lines_io.scan_lines(plain), wrapper, year, sample_keys(head), ansi=_has_escape(plain))
+    plan = line_plan(
+        lines_io.scan_lines(plain, workdir),
+        wrapper,
+        year,
+        sample_keys(head),
+        ansi=_has_escape(plain),
+    )
     tmp = store.with_suffix(".partial")
     plan.sink_parquet(tmp, compression="lz4", statistics=False)
     tmp.replace(store)
@@ -378,16 +459,31 @@ def _load_file(path: Path, workdir: Path, cache: bool) -> tuple[Source, pl.DataF
         pl.scan_parquet(store)
         .select(
             lines=pl.len(),
-            offset=(pl.col("ts").cast(pl.Datetime("us")) - pl.col("wrapper_ts")).dt.total_seconds().median(),
+            offset=(pl.col("ts").cast(pl.Datetime("us")) - pl.col("wrapper_ts"))
+            .dt.total_seconds()
+            .median(),
         )
         .collect()
         .row(0, named=True)
     )
     offset = _round_offset(summary["offset"])
-    src = Source(str(path), wrapper.name, int(summary["lines"]), store, offset)
+    src = Source(str(path), wrapper.name, int(summary["lines"]), store, offset, problems)
     fix = _fixups(store)
     fix.write_parquet(fix_path)
-    pl.DataFrame({"wrapper": [wrapper.name], "lines": [src.lines], "offset": [offset]}).write_parquet(meta_path)
+    pl.DataFrame(
+        {
+            "wrapper": [wrapper.name],
+            "lines": [src.lines],
+            "offset": [offset],
+            "problems": [list(problems)],
+        },
+        schema={
+            "wrapper": pl.String,
+            "lines": pl.Int64,
+            "offset": pl.Float64,
+            "problems": pl.List(pl.String),
+        },
+    ).write_parquet(meta_path)
     if plain != path:
         plain.unlink()
     return src, fix.with_columns(source=pl.lit(str(path)))
@@ -405,21 +501,28 @@ def _fixups(store: Path) -> pl.DataFrame:
     for r in rows.iter_rows(named=True):
         parsed = parse_batch_message(r["message"])
         values = parsed.values if parsed else {}
-        typed.append({
-            **{k: r[k] for k in ("lineno", "ts", "clock", "wrapper_ts", "ranks", "gpu_id")},
-            **values,
-            "extra": parsed.extra if parsed else r["message"],
-            "complete": parsed.complete if parsed else False,
-        })
-    schema = {**{k: rows.schema[k] for k in rows.columns if k != "message"},
-              **{k: v for k, v in BATCHES.items() if k not in rows.columns},
-              "complete": pl.Boolean}
-    return pl.DataFrame(typed, schema=schema, orient="row") if typed else pl.DataFrame(schema=schema)
+        typed.append(
+            {
+                **{k: r[k] for k in ("lineno", "ts", "clock", "wrapper_ts", "ranks", "gpu_id")},
+                **values,
+                "extra": parsed.extra if parsed else r["message"],
+                "complete": parsed.complete if parsed else False,
+            }
+        )
+    schema = {
+        **{k: rows.schema[k] for k in rows.columns if k != "message"},
+        **{k: v for k, v in BATCHES.items() if k not in rows.columns},
+        "complete": pl.Boolean,
+    }
+    return (
+        pl.DataFrame(typed, schema=schema, orient="row") if typed else pl.DataFrame(schema=schema)
+    )
 
 
 def _cache_key(path: Path) -> str:
     st = path.stat()
-    raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{__version__}|{_STORE_VERSION}|{pl.__version__}"
+    versions = f"{__version__}|{_STORE_VERSION}|{pl.__version__}"
+    raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{versions}"
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -473,11 +576,21 @@ def _check_strict(log: SGLangLog) -> None:
         raise ParseError(r["source"], r["lineno"], "batch line does not type fully", r["extra"])
     for launch in log.launches:
         if not launch.complete:
-            raise ParseError(launch.source, launch.lineno, "server_args dump is cut or garbled: "
-                             + "; ".join(launch.problems))
-    odd = log.scan().filter(
-        pl.col("message").str.contains("\ufffd", literal=True) | pl.col("message").str.contains(_LOOKS_BINARY)
-    ).select("source", "lineno", "message").head(1).collect()
+            raise ParseError(
+                launch.source,
+                launch.lineno,
+                "server_args dump is cut or garbled: " + "; ".join(launch.problems),
+            )
+    odd = (
+        log.scan()
+        .filter(
+            pl.col("message").str.contains("\ufffd", literal=True)
+            | pl.col("message").str.contains(_LOOKS_BINARY)
+        )
+        .select("source", "lineno", "message")
+        .head(1)
+        .collect()
+    )
     if odd.height:
         r = odd.row(0, named=True)
         reason = "invalid utf-8" if "\ufffd" in r["message"] else "binary data"
@@ -487,7 +600,9 @@ def _check_strict(log: SGLangLog) -> None:
 # ---------------------------------------------------------------------- columns
 def _with_time(df: pl.DataFrame) -> pl.DataFrame:
     """``ts`` on SGLang's clock: its own stamp, else the wrapper's shifted by the file offset."""
-    shifted = (pl.col("wrapper_ts") + pl.duration(seconds=pl.col("_offset"))).cast(pl.Datetime("ms"))
+    shifted = (pl.col("wrapper_ts") + pl.duration(seconds=pl.col("_offset"))).cast(
+        pl.Datetime("ms")
+    )
     dated_clock = pl.col("wrapper_ts").dt.date().dt.combine(pl.col("clock")).cast(pl.Datetime("ms"))
     return df.with_columns(ts=pl.coalesce(pl.col("ts"), dated_clock, shifted))
 
@@ -513,8 +628,9 @@ def _with_header(df: pl.DataFrame, wrappers: dict[str, str]) -> pl.DataFrame:
     for source, header in pairs.iter_rows():
         host, pid = decode_header(wrappers.get(source, "raw"), header)
         rows.append({"source": source, "header": header, "host": host, "pid": pid})
-    mapping = pl.DataFrame(rows, schema={"source": pl.String, "header": pl.String, "host": pl.String,
-                                         "pid": pl.Int64})
+    mapping = pl.DataFrame(
+        rows, schema={"source": pl.String, "header": pl.String, "host": pl.String, "pid": pl.Int64}
+    )
     return df.join(mapping, on=["source", "header"], how="left", maintain_order="left")
 
 
@@ -539,8 +655,11 @@ def _group_errors(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         if r["kind"] != "error":
             current = None
             continue
-        current = {**{k: r[k] for k in ("source", "lineno", "ts", *RANK_TAGS)},
-                   "end_lineno": r["lineno"], "lines": [r["message"]]}
+        current = {
+            **{k: r[k] for k in ("source", "lineno", "ts", *RANK_TAGS)},
+            "end_lineno": r["lineno"],
+            "lines": [r["message"]],
+        }
         records.append(current)
         absorbed.append((r["source"], r["lineno"]))
     out = []
@@ -556,7 +675,9 @@ def _group_errors(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             summary = lines[0]
         out.append({**rec, "level": level, "summary": summary, "text": text})
     table = pl.DataFrame(out, schema=ERRORS, orient="row") if out else ERRORS.to_frame()
-    lines_df = pl.DataFrame(absorbed, schema={"source": pl.String, "lineno": pl.Int64}, orient="row")
+    lines_df = pl.DataFrame(
+        absorbed, schema={"source": pl.String, "lineno": pl.Int64}, orient="row"
+    )
     return table, lines_df.with_columns(_err=pl.lit("error"))
 
 

@@ -206,16 +206,23 @@ def _starts_with_any(msg: pl.Expr, prefixes: tuple[str, ...]) -> pl.Expr:
 
 
 def _body(msg: pl.Expr, kind: pl.Expr) -> pl.Expr:
-    """``, key: value, ...`` of a batch line (null elsewhere), trailing separator removed."""
-    mixed = msg.str.starts_with("Prefill batch(mixed")
+    """``, key: value, ...`` of a batch line (null elsewhere), trailing separator removed.
+
+    The header is ``Decode batch`` then ``.``/``,`` (old/new), `` [forward_ct],`` or, for the
+    0.2/0.3 mixed-chunk prefill, ``(mixed #running-req: N).``.
+    """
+    after = pl.when(kind == "decode").then(12).otherwise(13)
+    mark = msg.str.slice(after, 1)
     start = (
-        pl.when(mixed)
-        .then(msg.str.find(". #", literal=True) + 2)
-        .otherwise(msg.str.find("#", literal=True))
+        pl.when(mark.is_in([".", ","]))
+        .then(after + 1)
+        .when(mark == " ")
+        .then(msg.str.find("], ", literal=True) + 2)
+        .when(mark == "(")
+        .then(msg.str.find("). ", literal=True) + 2)
     )
-    return pl.when(kind.is_in(["decode", "prefill"])).then(
-        pl.concat_str(pl.lit(", "), msg.str.slice(start)).str.strip_chars_end(", ")
-    )
+    body = pl.concat_str(pl.lit(", "), msg.str.slice(start).str.strip_chars_start(" "))
+    return pl.when(kind.is_in(["decode", "prefill"])).then(body.str.strip_chars_end(", "))
 
 
 def _batch_fields(msg: pl.Expr, body: pl.Expr, keys: set[str]) -> list[dict[str, pl.Expr]]:
@@ -245,8 +252,9 @@ def _batch_fields(msg: pl.Expr, body: pl.Expr, keys: set[str]) -> list[dict[str,
     typed = {c: (v[0] if len(v) == 1 else pl.coalesce(v)) for c, v in by_column.items()}
     n_found = pl.sum_horizontal(*(f.cast(pl.Int32) for f in found))
     parts = body.str.count_matches(", ", literal=True)
-    typed["unresolved"] = body.is_not_null() & (
-        (parts == 0) | (n_found != parts) | pl.any_horizontal(*broken)
+    is_batch = msg.str.starts_with("Decode batch") | msg.str.starts_with("Prefill batch")
+    typed["unresolved"] = is_batch & (
+        body.is_null() | (parts == 0) | (n_found != parts) | pl.any_horizontal(*broken)
     )
     typed["forward_ct"] = (
         pl.when(body.is_not_null() & (msg.str.slice(12, 2) == " ["))
