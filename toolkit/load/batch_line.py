@@ -63,6 +63,24 @@ def typed_value(field: BatchField, text: str) -> object:
     return value
 
 
+def batch_shape(message: str) -> tuple[str, tuple[str, ...]] | None:
+    """``(kind, keys in order)`` of a batch message that types fully with known keys, else None.
+
+    Examples
+    --------
+    >>> batch_shape("Decode batch, #running-req: 8, #token: 100, #queue-req: 0, ")
+    ('decode', ('#running-req', '#token', '#queue-req'))
+    """
+    parsed = parse_batch_message(message)
+    if parsed is None or not parsed.complete or parsed.extra is not None:
+        return None
+    head = _HEADER.match(message)
+    assert head is not None
+    body = message[head.end() :].rstrip().removesuffix(",")
+    keys = tuple(part.partition(": ")[0] for part in body.split(", "))
+    return str(parsed.values["kind"]), keys
+
+
 def parse_batch_message(message: str) -> BatchLine | None:
     """Type one batch message; None when it is not a batch line at all.
 

@@ -123,6 +123,20 @@ def head_lines(path: Path, n: int = 400, max_bytes: int = 1 << 20) -> list[str]:
     return data.decode("utf-8", "replace").splitlines()[:n]
 
 
+def sample_lines(path: Path, chunks: int = 8, size: int = 64 << 10) -> list[str]:
+    """Whole lines from the head and from evenly spaced places through a plain file."""
+    total = path.stat().st_size
+    out = head_lines(path, n=2000, max_bytes=256 << 10)
+    if total <= 256 << 10:
+        return out
+    with path.open("rb") as f:
+        for k in range(1, chunks + 1):
+            f.seek(total * k // (chunks + 1))
+            block = f.read(size).split(b"\n")[1:-1]  # drop the partial first and last lines
+            out.extend(b.decode("utf-8", "replace") for b in block)
+    return out
+
+
 def workdir() -> Path:
     """A fresh temporary directory (the caller owns its removal)."""
     return Path(tempfile.mkdtemp(prefix="ppscope-"))

@@ -1,19 +1,23 @@
 """The streaming plan that types every line of one SGLang log file.
 
 One lazy polars query per file: cut the wrapper (journald, docker, ...), find SGLang's
-``[date time RANKS]`` bracket anywhere in the line (tqdm bars and fences may be glued in front),
-classify the message with literal prefix tests, and type the batch fields with literal
-``find``/``slice``. No capture regex runs over every line; the few lines the plan cannot settle
-are flagged ``unresolved`` and typed afterwards by the Python reference reader.
+``[date time RANKS]`` bracket anywhere in the line (tqdm bars may be glued in front), classify
+the message by its first characters, and type batch fields by position against the key
+*shapes* seen in a sample of the file. Capture regexes never run over every line.
+
+Batch lines whose shape was not sampled are flagged ``unresolved``; ``type_by_key`` types them
+afterwards, key by key, and the Python reference reader settles what is left.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Iterable
 
 import polars as pl
 
-from toolkit.load.batch_line import GRAPH_LABELS, KEY_COLUMN
+from toolkit.load.batch_line import GRAPH_LABELS, KEY_COLUMN, batch_shape
 from toolkit.load.wrappers import Wrapper
 
 # SGLang's prefix: [2025-05-25 21:40:21(.123)( DP0 PP3 TP0 ...)] — or time only (0.2.15–0.3.0).
@@ -22,20 +26,26 @@ BRACKET = (
     r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*\]"
 )
 _ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
+# Control characters other than tab/CR/ESC, or U+FFFD (what invalid UTF-8 was read as).
+ODD_TEXT = r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\x{FFFD}]"
 
-# Keys always typed by the fast path; others only when a file's first lines show them.
-CORE_KEYS = (
-    "#new-seq",
-    "#new-token",
-    "#cached-token",
-    "token usage",
-    "#running-req",
-    "#queue-req",
-    "#token",
-    "cuda graph",
-    "gen throughput (token/s)",
-    "input throughput (token/s)",
-)
+Shape = tuple[str, tuple[str, ...]]
+# Shapes of current SGLang releases, used when a file's sample shows none.
+DEFAULT_SHAPES: tuple[Shape, ...] = (
+    (
+        "decode",
+        ("#running-req", "#token", "token usage", "cuda graph", "gen throughput (token/s)",
+         "#queue-req"),
+    ),
+    (
+        "prefill",
+        ("#new-seq", "#new-token", "#cached-token", "token usage", "#running-req", "#queue-req",
+         "cuda graph", "input throughput (token/s)"),
+    ),
+)  # fmt: skip
+MAX_SHAPES = 6
+
+# Message starts that make a line a startup fact; the rest of the kinds are settled later.
 STARTUP_PREFIXES = (
     "Init torch distributed",
     "Load weight begin",
@@ -52,217 +62,282 @@ _ERROR = (
     r"|hit an exception|^\s*(?:raise|assert) |^\s+\^+\s*$"
 )
 _PROGRESS = r"\d+%\||it/s\]|s/it\]|\d+/\d+ \[\d\d:\d\d"
-_ERROR_WORDS = [
-    "Traceback",
-    'File "',
-    "WARNING",
-    "ERROR",
-    "CRITICAL",
-    "Error",
-    "Exception",
-    "Warning",
-    "Interrupt",
-    "sigquit",
-    "exception",
-    "raise ",
-    "assert ",
-    "^",
-]
-_PROGRESS_WORDS = ["%|", "it/s]", "s/it]", "<"]
-_KEY_IN_SAMPLE = re.compile(r"(?:, |\. |^)([#A-Za-z][^:,]*?): ")
 
 
-def sample_keys(lines: list[str]) -> set[str]:
-    """Batch-line keys seen in a sample of lines, limited to the keys ppscope knows."""
-    keys: set[str] = set()
+def sample_shapes(lines: Iterable[str]) -> list[Shape]:
+    """The most frequent batch-line shapes in a sample of lines (at most ``MAX_SHAPES``)."""
+    seen: Counter[Shape] = Counter()
     for line in lines:
-        i = line.find(" batch")
-        if i < 0 or ("Decode" not in line and "Prefill" not in line):
-            continue
-        keys.update(k for k in _KEY_IN_SAMPLE.findall(line[i:]) if k in KEY_COLUMN)
-    return keys
+        for word in ("Decode batch", "Prefill batch"):
+            i = line.find(word)
+            if i >= 0:
+                shape = batch_shape(line[i:].rstrip())
+                if shape is not None:
+                    seen[shape] += 1
+    shapes = [s for s, _ in seen.most_common(MAX_SHAPES)]
+    return shapes or list(DEFAULT_SHAPES)
 
 
 def line_plan(
     lines: pl.LazyFrame,
     wrapper: Wrapper,
     year: int | None,
-    keys: set[str],
+    shapes: list[Shape],
     *,
     ansi: bool = True,
 ) -> pl.LazyFrame:
     """Per line: kind, timestamps, wrapper fields, rank text, message and typed batch fields.
 
-    Each step materializes its intermediate columns once (the streaming engine does not share
-    repeated sub-expressions), and expensive steps run only where they can matter.
+    Each step materializes its intermediate columns once: the streaming engine does not share
+    repeated sub-expressions.
     """
     raw = pl.col("line")
-    text = raw.str.replace_all(_ANSI, "") if ansi else raw
-    lf = lines.with_columns(_line=text.str.strip_chars_end())
+    lf = lines.with_columns(
+        _line=raw.str.replace_all(_ANSI, "") if ansi else raw,
+        odd=raw.str.contains(ODD_TEXT),
+    )
     split = wrapper.split(pl.col("_line"), year)
+    for marks in split.marks:
+        lf = lf.with_columns(**marks)
     lf = lf.with_columns(
         _rest=split.rest, wrapper_ts=split.wrapper_ts, header=split.header, stream=split.stream
     )
-    rest = pl.col("_rest")
-    lf = lf.with_columns(_at=rest.str.find(BRACKET))
+    for step in _bracket(pl.col("_rest")):
+        lf = lf.with_columns(**step)
+    lf = lf.with_columns(**_stamp(pl.col("_content")))
+    lf = lf.with_columns(**_gpu_and_message(pl.col("_msg")))
+    lf = lf.with_columns(kind=_kind(pl.col("message"), raw))
+    width = max(len(keys) for _, keys in shapes)
+    lf = lf.with_columns(
+        _parts=_tail(pl.col("message"), pl.col("kind"), trim=False).str.splitn(", ", width + 1)
+    )
+    lf = lf.unnest("_parts", separator="_p")
+    lf = lf.with_columns(**_shape_matches(shapes, width))
+    lf = lf.with_columns(**_typed_by_shape(pl.col("message"), shapes))
+    lf = lf.with_columns(unresolved=_unresolved(pl.col("kind"), shapes))
+    return lf.select(pl.exclude("^_.*$", "line"))
+
+
+def _bracket(rest: pl.Expr) -> list[dict[str, pl.Expr]]:
+    """Steps that find SGLang's prefix anywhere in the line and cut the message after it."""
     at = pl.col("_at")
     # find() counts bytes and slice() characters: cut as bytes so glued "███" bars stay exact.
-    inner = (
-        pl.when(at == 0).then(rest).otherwise(rest.cast(pl.Binary).bin.slice(at).cast(pl.String))
-    )
-    lf = lf.with_columns(_inner=inner).with_columns(
-        _close=pl.col("_inner").str.find("]", literal=True)
-    )
-    inner, close = pl.col("_inner"), pl.col("_close")
-    lf = lf.with_columns(
-        _content=inner.str.slice(1, close - 1),
-        _msg=pl.when(at.is_not_null()).then(inner.str.slice(close + 2)).otherwise(rest),
-    )
-    content = pl.col("_content")
-    lf = lf.with_columns(
-        _dated=content.str.slice(4, 1) == "-",
-        _frac=content.str.slice(19, 1) == ".",
-        _tfrac=content.str.slice(8, 1) == ".",
-    )
-    dated, clock_len = pl.col("_dated"), pl.when(pl.col("_dated")).then(19).otherwise(8)
-    has_ms = pl.when(dated).then(pl.col("_frac")).otherwise(pl.col("_tfrac"))
-    fraction = content.str.slice(clock_len + 1, 7)
-    ms_len = pl.when(has_ms).then(
-        fraction.str.find(" ", literal=True).fill_null(fraction.str.len_chars())
-    )
-    ms_text = fraction.str.head(ms_len).str.pad_end(3, "0").str.head(3)
+    glued = rest.cast(pl.Binary).bin.slice(at).cast(pl.String)
+    inner = pl.col("_inner")
+    close = inner.str.find("]", literal=True)
+    return [
+        {"_at": rest.str.find(BRACKET)},
+        {"_inner": pl.when(at > 0).then(glued).when(at == 0).then(rest)},
+        {"_close": close},
+        {
+            "_content": inner.str.slice(1, pl.col("_close") - 1),
+            "_msg": pl.coalesce(inner.str.slice(pl.col("_close") + 2), rest),
+            "has_prefix": at.is_not_null(),
+        },
+    ]
+
+
+def _stamp(content: pl.Expr) -> dict[str, pl.Expr]:
+    """``ts`` (dated prefix), ``clock`` (time-only prefix) and the rank text after them.
+
+    SGLang prints milliseconds as exactly three digits (``%(msecs)03d``).
+    """
+    dated = content.str.slice(4, 1) == "-"
+    clock_len = pl.when(dated).then(19).otherwise(8)
+    has_ms = content.str.slice(clock_len, 1) == "."
+    millis = content.str.slice(clock_len + 1, 3).cast(pl.Int64, strict=False)
     stamp = content.str.head(19).str.strptime(pl.Datetime("ms"), "%Y-%m-%d %H:%M:%S", strict=False)
-    msg = pl.col("_msg")
-    lf = lf.with_columns(
-        ts=pl.when(dated).then(
-            stamp + pl.duration(milliseconds=ms_text.cast(pl.Int64, strict=False).fill_null(0))
+    return {
+        "ts": pl.when(dated).then(
+            stamp + pl.duration(milliseconds=pl.when(has_ms).then(millis).otherwise(0))
         ),
-        clock=pl.when(~dated).then(content.str.head(8).str.to_time("%H:%M:%S", strict=False)),
-        ranks=content.str.slice(clock_len + (ms_len + 1).fill_null(0)),
-        has_prefix=at.is_not_null(),
-        # 0.1.20/0.2.7 put the GPU into the message: "[gpu_id=0] Decode batch. ..."
-        _gpu=msg.str.starts_with("[gpu"),
-    )
-    gpu = pl.col("_gpu")
-    gpu_end = msg.str.find("] ", literal=True)
-    lf = lf.with_columns(
-        gpu_id=pl.when(gpu).then(
+        "clock": pl.when(~dated).then(content.str.head(8).str.to_time("%H:%M:%S", strict=False)),
+        "ranks": content.str.slice(clock_len + pl.when(has_ms).then(4).otherwise(0)),
+    }
+
+
+def _gpu_and_message(msg: pl.Expr) -> dict[str, pl.Expr]:
+    """0.1.20/0.2.7 put the GPU into the message: ``[gpu_id=0] Decode batch. ...``."""
+    gpu = msg.str.starts_with("[gpu")
+    end = msg.str.find("] ", literal=True)
+    return {
+        "gpu_id": pl.when(gpu).then(
             msg.str.extract(r"^\[gpu(?:_id)?=(\d+)\] ").cast(pl.Int32, strict=False)
         ),
-        message=pl.when(gpu & gpu_end.is_not_null())
-        .then(msg.str.slice(gpu_end + 2))
-        .otherwise(msg),
-    )
-    lf = lf.with_columns(kind=_kind(pl.col("message"), pl.col("has_prefix"), raw))
-    lf = lf.with_columns(_body=_body(pl.col("message"), pl.col("kind")))
-    for step in _batch_fields(pl.col("message"), pl.col("_body"), keys):
-        lf = lf.with_columns(**step)
-    return lf.select(pl.exclude("^_k\\d+$")).drop(
-        "line",
-        "_line",
-        "_rest",
-        "_at",
-        "_inner",
-        "_close",
-        "_content",
-        "_msg",
-        "_dated",
-        "_frac",
-        "_tfrac",
-        "_gpu",
-        "_body",
-    )
+        "message": pl.when(gpu & end.is_not_null()).then(msg.str.slice(end + 2)).otherwise(msg),
+    }
 
 
-def _kind(msg: pl.Expr, has_prefix: pl.Expr, raw: pl.Expr) -> pl.Expr:
-    head = msg.str.head(24)
+def _kind(msg: pl.Expr, raw: pl.Expr) -> pl.Expr:
+    """The line's kind from its first characters; ``other`` is refined by ``refine_kind``."""
+    startup = pl.any_horizontal(*(msg.str.starts_with(p) for p in STARTUP_PREFIXES))
     return (
         pl.when(raw.is_null() | (msg == ""))
         .then(pl.lit("blank"))
-        .when(head.str.starts_with("Decode batch"))
+        .when(msg.str.starts_with("Decode batch"))
         .then(pl.lit("decode"))
-        .when(head.str.starts_with("Prefill batch"))
+        .when(msg.str.starts_with("Prefill batch"))
         .then(pl.lit("prefill"))
-        .when(head.str.starts_with("server_args="))
-        .then(pl.lit("server_args"))
-        .when(
-            head.str.contains_any(list(STARTUP_PREFIXES)) & _starts_with_any(msg, STARTUP_PREFIXES)
-        )
-        .then(pl.lit("startup"))
-        .when(head.str.starts_with("INFO:") & msg.str.contains(' - "', literal=True))
+        .when(msg.str.starts_with("INFO:") & msg.str.contains(' - "', literal=True))
         .then(pl.lit("http"))
-        .when(msg.str.contains_any(_ERROR_WORDS) & msg.str.contains(_ERROR))
+        .when(msg.str.starts_with("server_args="))
+        .then(pl.lit("server_args"))
+        .when(startup)
+        .then(pl.lit("startup"))
+        .otherwise(pl.lit("other"))
+    )
+
+
+def refine_kind(message: pl.Expr, has_prefix: pl.Expr) -> pl.Expr:
+    """Kind of a line the fast pass called ``other``: error, marker, progress or other."""
+    return (
+        pl.when(message.str.contains(_ERROR))
         .then(pl.lit("error"))
-        .when(~has_prefix & msg.str.starts_with("-- ") & msg.str.ends_with(" --"))
+        .when(~has_prefix & message.str.starts_with("-- ") & message.str.ends_with(" --"))
         .then(pl.lit("marker"))
-        .when(~has_prefix & msg.str.contains_any(_PROGRESS_WORDS) & msg.str.contains(_PROGRESS))
+        .when(~has_prefix & message.str.contains(_PROGRESS))
         .then(pl.lit("progress"))
         .otherwise(pl.lit("other"))
     )
 
 
-def _starts_with_any(msg: pl.Expr, prefixes: tuple[str, ...]) -> pl.Expr:
-    return pl.any_horizontal(*(msg.str.starts_with(p) for p in prefixes))
-
-
-def _body(msg: pl.Expr, kind: pl.Expr) -> pl.Expr:
-    """``, key: value, ...`` of a batch line (null elsewhere), trailing separator removed.
+def _tail(msg: pl.Expr, kind: pl.Expr, *, trim: bool = True) -> pl.Expr:
+    """``key: value, ...`` of a batch line (null elsewhere).
 
     The header is ``Decode batch`` then ``.``/``,`` (old/new), `` [forward_ct],`` or, for the
-    0.2/0.3 mixed-chunk prefill, ``(mixed #running-req: N).``.
+    0.2/0.3 mixed-chunk prefill, ``(mixed #running-req: N).``. Versions that end the line with
+    ``", "`` leave an empty last part unless ``trim`` removes it.
     """
     after = pl.when(kind == "decode").then(12).otherwise(13)
     mark = msg.str.slice(after, 1)
     start = (
         pl.when(mark.is_in([".", ","]))
-        .then(after + 1)
+        .then(after + 2)
         .when(mark == " ")
-        .then(msg.str.find("], ", literal=True) + 2)
+        .then(msg.str.find("], ", literal=True) + 3)
         .when(mark == "(")
-        .then(msg.str.find("). ", literal=True) + 2)
+        .then(msg.str.find("). ", literal=True) + 3)
     )
-    body = pl.concat_str(pl.lit(", "), msg.str.slice(start).str.strip_chars_start(" "))
-    return pl.when(kind.is_in(["decode", "prefill"])).then(body.str.strip_chars_end(", "))
+    tail = msg.str.slice(start)
+    if trim:
+        tail = tail.str.strip_chars_end(", ")
+    return pl.when(kind.is_in(["decode", "prefill"])).then(tail)
 
 
-def _batch_fields(msg: pl.Expr, body: pl.Expr, keys: set[str]) -> list[dict[str, pl.Expr]]:
-    """Steps that type the batch columns and set ``unresolved`` where Python must decide."""
-    ordered = sorted(set(CORE_KEYS) | keys)
-    texts = {
-        f"_k{i}": body.str.extract(f", {re.escape(k)}: ([^,]*)") for i, k in enumerate(ordered)
+def _part(i: int) -> pl.Expr:
+    return pl.col(f"_parts_pfield_{i}")
+
+
+def _shape_matches(shapes: list[Shape], width: int) -> dict[str, pl.Expr]:
+    """``_s{j}``: the line has exactly shape j's keys, in order.
+
+    A line ending in ``", "`` (older versions) has an empty part after its last key.
+    """
+    matches = {}
+    for j, (kind, keys) in enumerate(shapes):
+        tests = [pl.col("kind") == kind]
+        tests += [_part(i).str.starts_with(f"{k}: ") for i, k in enumerate(keys)]
+        if len(keys) <= width:
+            after = _part(len(keys))
+            tests.append(after.is_null() | (after == ""))
+        matches[f"_s{j}"] = pl.all_horizontal(*tests)
+    return matches
+
+
+def _typed(field_text: pl.Expr, key: str) -> pl.Expr:
+    field = KEY_COLUMN[key]
+    if field.dtype == pl.Boolean:
+        return pl.when(field_text == "True").then(True).when(field_text == "False").then(False)
+    if field.column.endswith("_pct"):
+        field_text = field_text.str.strip_suffix("%")
+    return field_text.cast(field.dtype, strict=False)
+
+
+def _typed_by_shape(msg: pl.Expr, shapes: list[Shape]) -> dict[str, pl.Expr]:
+    """Batch columns: the value text at the key's position in the matching shape, cast once."""
+    by_key: dict[str, list[tuple[int, pl.Expr]]] = {}
+    device: list[tuple[int, pl.Expr]] = []
+    for j, (_, keys) in enumerate(shapes):
+        for i, key in enumerate(keys):
+            by_key.setdefault(key, []).append((j, _part(i).str.slice(len(key) + 2)))
+            if key in GRAPH_LABELS:
+                device.append((j, pl.lit(key.split()[0])))
+    typed: dict[str, list[pl.Expr]] = {}
+    for key, options in by_key.items():
+        typed.setdefault(KEY_COLUMN[key].column, []).append(_typed(_chain(options), key))
+    out = {c: v[0] if len(v) == 1 else pl.coalesce(v) for c, v in typed.items()}
+    if device:
+        out["graph_device"] = _chain(device)
+    out.update(_header_numbers(msg))
+    return out
+
+
+def _chain(options: list[tuple[int, pl.Expr]]) -> pl.Expr:
+    """The option of the first matching shape (``_s{j}``), else null."""
+    chain = pl.when(pl.col(f"_s{options[0][0]}")).then(options[0][1])
+    for j, value in options[1:]:
+        chain = chain.when(pl.col(f"_s{j}")).then(value)
+    return chain
+
+
+def _unresolved(kind: pl.Expr, shapes: list[Shape]) -> pl.Expr:
+    """A batch line that matched no shape, or whose value did not cast (``#token: 12x``)."""
+    settled = [
+        pl.col(f"_s{j}")
+        & pl.all_horizontal(*(pl.col(KEY_COLUMN[k].column).is_not_null() for k in keys))
+        for j, (_, keys) in enumerate(shapes)
+    ]
+    return kind.is_in(["decode", "prefill"]) & ~pl.any_horizontal(*settled)
+
+
+def _header_numbers(msg: pl.Expr) -> dict[str, pl.Expr]:
+    """``forward_ct`` (``Decode batch [N],``) and ``mixed_running_req`` (0.2/0.3 mixed chunk)."""
+    fct = pl.coalesce(
+        pl.when(msg.str.slice(12, 2) == " [").then(msg.str.extract(r"^Decode batch \[(\d+)\]")),
+        pl.when(msg.str.slice(13, 2) == " [").then(msg.str.extract(r"^Prefill batch \[(\d+)\]")),
+    )
+    mixed = pl.when(msg.str.starts_with("Prefill batch(mixed")).then(
+        msg.str.extract(r"^Prefill batch\(mixed #running-req: (\d+)\)")
+    )
+    return {
+        "forward_ct": fct.cast(pl.Int64, strict=False),
+        "mixed_running_req": mixed.cast(pl.Int64, strict=False),
     }
-    found: list[pl.Expr] = []
-    broken: list[pl.Expr] = []
+
+
+def type_by_key(lf: pl.LazyFrame, keys: Iterable[str]) -> pl.LazyFrame:
+    """Type batch messages key by key (any order, any subset); ``unresolved`` where unsure.
+
+    The second tier, for lines whose shape was not sampled: one literal-prefixed extract per
+    key, so it suits any key order but costs more per line than the positional plan.
+    """
+    msg = pl.col("message")
+    lf = lf.with_columns(_tail=_tail(msg, pl.col("kind")))
+    ordered = sorted(set(keys))
+    texts = {
+        f"_k{i}": pl.concat_str(pl.lit(", "), pl.col("_tail")).str.extract(
+            f", {re.escape(k)}: ([^,]*)"
+        )
+        for i, k in enumerate(ordered)
+    }
+    lf = lf.with_columns(**texts)
     by_column: dict[str, list[pl.Expr]] = {}
+    found, broken = [], []
     for i, key in enumerate(ordered):
-        field, text = KEY_COLUMN[key], pl.col(f"_k{i}")
-        if field.dtype == pl.Boolean:
-            value = pl.when(text == "True").then(True).when(text == "False").then(False)
-        elif field.column.endswith("_pct"):
-            value = text.str.strip_suffix("%").cast(field.dtype, strict=False)
-        else:
-            value = text.cast(field.dtype, strict=False)
-        found.append(text.is_not_null())
+        text = pl.col(f"_k{i}")
+        value = _typed(text, key)
+        found.append(text.is_not_null().cast(pl.Int32))
         broken.append(text.is_not_null() & value.is_null())
-        by_column.setdefault(field.column, []).append(value)
+        by_column.setdefault(KEY_COLUMN[key].column, []).append(value)
         if key in GRAPH_LABELS:
             by_column.setdefault("graph_device", []).append(
                 pl.when(text.is_not_null()).then(pl.lit(key.split()[0]))
             )
     typed = {c: (v[0] if len(v) == 1 else pl.coalesce(v)) for c, v in by_column.items()}
-    n_found = pl.sum_horizontal(*(f.cast(pl.Int32) for f in found))
-    parts = body.str.count_matches(", ", literal=True)
-    is_batch = msg.str.starts_with("Decode batch") | msg.str.starts_with("Prefill batch")
-    typed["unresolved"] = is_batch & (
-        body.is_null() | (parts == 0) | (n_found != parts) | pl.any_horizontal(*broken)
-    )
-    typed["forward_ct"] = (
-        pl.when(body.is_not_null() & (msg.str.slice(12, 2) == " ["))
-        .then(msg.str.extract(r"^Decode batch \[(\d+)\]").cast(pl.Int64, strict=False))
-        .when(body.is_not_null() & (msg.str.slice(13, 2) == " ["))
-        .then(msg.str.extract(r"^Prefill batch \[(\d+)\]").cast(pl.Int64, strict=False))
-    )
-    typed["mixed_running_req"] = pl.when(msg.str.starts_with("Prefill batch(mixed")).then(
-        msg.str.extract(r"^Prefill batch\(mixed #running-req: (\d+)\)").cast(pl.Int64, strict=False)
-    )
-    return [texts, typed]
+    parts = pl.col("_tail").str.count_matches(", ", literal=True) + 1
+    n_found = pl.sum_horizontal(*found) if found else pl.lit(0)
+    settled = (pl.col("_tail") != "") & (n_found == parts)
+    if broken:
+        settled = settled & ~pl.any_horizontal(*broken)
+    lf = lf.with_columns(**typed, **_header_numbers(msg), unresolved=~settled.fill_null(False))
+    return lf.select(pl.exclude("^_.*$"))

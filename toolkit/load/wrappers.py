@@ -19,12 +19,17 @@ _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
 
 @dataclass(frozen=True)
 class Split:
-    """Expressions that take a wrapper apart: every field may be null."""
+    """Expressions that take a wrapper apart: every field may be null.
+
+    ``marks`` are positions and tests computed first, once per line, and read by the other
+    expressions as ``pl.col("_w...")`` (the streaming engine does not share sub-expressions).
+    """
 
     rest: pl.Expr  # the line without the wrapper
     wrapper_ts: pl.Expr  # Datetime("us"), naive, as the wrapper wrote it
     header: pl.Expr  # "host ident[pid]", compose service, Ray actor: decoded later
     stream: pl.Expr  # "stdout"/"stderr" (Kubernetes CRI)
+    marks: tuple[dict[str, pl.Expr], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -34,8 +39,9 @@ class Wrapper:
     split: Callable[[pl.Expr, int | None], Split]
 
 
-def _null(dtype: pl.DataType) -> pl.Expr:
-    return pl.lit(None, dtype=dtype)
+_NO_TS = pl.lit(None, pl.Datetime("us"))
+_NO_TEXT = pl.lit(None, pl.String)
+_OK, _END, _AT = pl.col("_wok"), pl.col("_wend"), pl.col("_wat")
 
 
 def _iso_ts(text: pl.Expr) -> pl.Expr:
@@ -51,33 +57,28 @@ def _iso_ts(text: pl.Expr) -> pl.Expr:
 
 
 def _raw(line: pl.Expr, year: int | None) -> Split:
-    return Split(line, _null(pl.Datetime("us")), _null(pl.String), _null(pl.String))
+    return Split(line, _NO_TS, _NO_TEXT, _NO_TEXT)
 
 
 def _journal(width: int, iso: bool) -> Callable[[pl.Expr, int | None], Split]:
     """journalctl ``-o short`` (width 15), ``short-precise`` (22), ``short-iso[-precise]``."""
 
     def split(line: pl.Expr, year: int | None) -> Split:
+        end = line.str.find(" ", literal=True) if iso else pl.lit(width)
         if iso:
-            end = line.str.find(" ", literal=True)
-            ts = _iso_ts(line.str.head(end))
+            ts = _iso_ts(line.str.head(_END))
+        elif year is not None:
+            text = pl.concat_str(pl.lit(f"{year} "), line.str.head(width))
+            ts = text.str.strptime(pl.Datetime("us"), "%Y %b %e %H:%M:%S%.f", strict=False)
         else:
-            end = pl.lit(width)
-            text = line.str.slice(0, width)
-            ts = (
-                pl.concat_str(pl.lit(f"{year} "), text).str.strptime(
-                    pl.Datetime("us"), "%Y %b %e %H:%M:%S%.f", strict=False
-                )
-                if year is not None
-                else _null(pl.Datetime("us"))
-            )
-        colon = line.str.find(": ", literal=True)
-        ok = colon.is_not_null() & (colon > end) & (line.str.slice(end, 1) == " ")
+            ts = _NO_TS  # short format has no year and the log gave none to borrow
+        ok = _AT.is_not_null() & (_AT > _END) & (line.str.slice(_END, 1) == " ")
         return Split(
-            pl.when(ok).then(line.str.slice(colon + 2)).otherwise(line),
-            pl.when(ok).then(ts),
-            pl.when(ok).then(line.str.slice(end + 1, colon - end - 1)),
-            _null(pl.String),
+            pl.when(_OK).then(line.str.slice(_AT + 2)).otherwise(line),
+            pl.when(_OK).then(ts),
+            pl.when(_OK).then(line.str.slice(_END + 1, _AT - _END - 1)),
+            _NO_TEXT,
+            ({"_wend": end, "_wat": line.str.find(": ", literal=True)}, {"_wok": ok}),
         )
 
     return split
@@ -85,78 +86,69 @@ def _journal(width: int, iso: bool) -> Callable[[pl.Expr, int | None], Split]:
 
 def _timestamped(line: pl.Expr, year: int | None) -> Split:
     """docker logs -t / kubectl logs --timestamps: RFC 3339 time, one space, the line."""
-    end = line.str.find(" ", literal=True)
-    ok = (line.str.slice(10, 1) == "T") & (line.str.slice(4, 1) == "-") & end.is_not_null()
+    ok = (line.str.slice(10, 1) == "T") & (line.str.slice(4, 1) == "-") & _END.is_not_null()
     return Split(
-        pl.when(ok).then(line.str.slice(end + 1)).otherwise(line),
-        pl.when(ok).then(_iso_ts(line.str.head(end))),
-        _null(pl.String),
-        _null(pl.String),
+        pl.when(_OK).then(line.str.slice(_END + 1)).otherwise(line),
+        pl.when(_OK).then(_iso_ts(line.str.head(_END))),
+        _NO_TEXT,
+        _NO_TEXT,
+        ({"_wend": line.str.find(" ", literal=True)}, {"_wok": ok}),
     )
 
 
 def _cri(line: pl.Expr, year: int | None) -> Split:
     """Kubernetes node log: ``<RFC 3339> stdout|stderr F|P <line>``."""
-    end = line.str.find(" ", literal=True)
-    stream = line.str.slice(end + 1, 6)
-    tag = line.str.slice(end + 8, 2)
-    ok = stream.is_in(["stdout", "stderr"]) & tag.is_in(["F ", "P "])
+    stream = line.str.slice(_END + 1, 6)
+    ok = stream.is_in(["stdout", "stderr"]) & line.str.slice(_END + 8, 2).is_in(["F ", "P "])
     return Split(
-        pl.when(ok).then(line.str.slice(end + 10)).otherwise(line),
-        pl.when(ok).then(_iso_ts(line.str.head(end))),
-        _null(pl.String),
-        pl.when(ok).then(stream),
+        pl.when(_OK).then(line.str.slice(_END + 10)).otherwise(line),
+        pl.when(_OK).then(_iso_ts(line.str.head(_END))),
+        _NO_TEXT,
+        pl.when(_OK).then(stream),
+        ({"_wend": line.str.find(" ", literal=True)}, {"_wok": ok}),
     )
 
 
 def _compose(line: pl.Expr, year: int | None) -> Split:
     """docker compose logs: ``service-1  | <line>``."""
-    bar = line.str.find(" | ", literal=True)
-    ok = (
-        bar.is_not_null()
-        & (bar < 80)
-        & ~line.str.head(bar.fill_null(0)).str.strip_chars().str.contains(" ", literal=True)
-    )
+    name = line.str.head(_AT.fill_null(0)).str.strip_chars()
+    ok = _AT.is_not_null() & (_AT < 80) & ~name.str.contains(" ", literal=True)
     return Split(
-        pl.when(ok).then(line.str.slice(bar + 3)).otherwise(line),
-        _null(pl.Datetime("us")),
-        pl.when(ok).then(line.str.head(bar).str.strip_chars()),
-        _null(pl.String),
+        pl.when(_OK).then(line.str.slice(_AT + 3)).otherwise(line),
+        _NO_TS,
+        pl.when(_OK).then(name),
+        _NO_TEXT,
+        ({"_wat": line.str.find(" | ", literal=True)}, {"_wok": ok}),
     )
 
 
 def _python_logger(line: pl.Expr, year: int | None) -> Split:
     """A parent Python logger: ``2025-03-07 23:50:27,531 - name - LEVEL - <line>``."""
-    ok = (line.str.slice(19, 1) == ",") & (line.str.slice(23, 3) == " - ")
     after_name = line.str.slice(26)
-    p = after_name.str.find(" - ", literal=True)
-    after_level = after_name.str.slice(p + 3)
-    q = after_level.str.find(" - ", literal=True)
-    ok = ok & p.is_not_null() & q.is_not_null()
-    ts = line.str.slice(0, 23).str.strptime(
-        pl.Datetime("us"), "%Y-%m-%d %H:%M:%S,%3f", strict=False
-    )
+    after_level = after_name.str.slice(_AT + 3)
+    level_end = after_level.str.find(" - ", literal=True)
+    ok = (line.str.slice(19, 1) == ",") & (line.str.slice(23, 3) == " - ") & _AT.is_not_null()
+    ok = ok & level_end.is_not_null()
+    ts = line.str.head(23).str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S,%3f", strict=False)
     return Split(
-        pl.when(ok).then(after_level.str.slice(q + 3)).otherwise(line),
-        pl.when(ok).then(ts),
-        pl.when(ok).then(after_name.str.head(p) + " " + after_level.str.head(q)),
-        _null(pl.String),
+        pl.when(_OK).then(after_level.str.slice(_END + 3)).otherwise(line),
+        pl.when(_OK).then(ts),
+        pl.when(_OK).then(after_name.str.head(_AT) + " " + after_level.str.head(_END)),
+        _NO_TEXT,
+        ({"_wat": after_name.str.find(" - ", literal=True)}, {"_wok": ok, "_wend": level_end}),
     )
 
 
 def _ray(line: pl.Expr, year: int | None) -> Split:
     """Ray actor output: ``(SchedulerActor pid=1234, ip=10.0.0.1) <line>``."""
-    close = line.str.find(") ", literal=True)
-    ok = (
-        line.str.starts_with("(")
-        & close.is_not_null()
-        & line.str.head(close.fill_null(0)).str.contains(" pid=", literal=True)
-    )
+    head = line.str.head(_AT.fill_null(0))
+    ok = line.str.starts_with("(") & _AT.is_not_null() & head.str.contains(" pid=", literal=True)
     return Split(
-        pl.when(ok).then(line.str.slice(close + 2)).otherwise(line),
-        _null(pl.Datetime("us")),
-        pl.when(ok).then(line.str.slice(1, close - 1)),
-        _null(pl.String),
+        pl.when(_OK).then(line.str.slice(_AT + 2)).otherwise(line),
+        _NO_TS,
+        pl.when(_OK).then(line.str.slice(1, _AT - 1)),
+        _NO_TEXT,
+        ({"_wat": line.str.find(") ", literal=True)}, {"_wok": ok}),
     )
 
 
