@@ -121,3 +121,20 @@ def test_cut_gzip_keeps_what_decompressed(write_log) -> None:
 def test_missing_file_is_a_toolkit_error(tmp_path) -> None:
     with pytest.raises(ToolkitError, match="no such file"):
         load_sglang_log(tmp_path / "absent.log")
+
+
+def test_server_args_split_by_kubernetes_is_joined(write_log) -> None:
+    dump = "server_args=ServerArgs(model_path='/m', tp_size=1, pp_size=8, pp_async_batch_depth=8)"
+    stamp = "2026-06-24T17:38:02.436246479+02:00"
+    lines = [
+        f"{stamp} stderr P [2026-06-24 15:38:02] {dump[:40]}",
+        f"{stamp} stderr P {dump[40:70]}",
+        f"{stamp} stderr F {dump[70:]}",
+        f"{stamp} stderr F [2026-06-24 15:38:03 PP0] Load weight begin. avail mem=90.00 GB",
+    ]
+    log = load_sglang_log(write_log("\n".join(lines) + "\n"), cache=False)
+    (launch,) = log.launches
+    assert launch.complete
+    assert launch.server_args["pp_async_batch_depth"] == 8
+    assert "joined from lines 1-3" in launch.problems[-1]
+    assert log.startup.get_column("fact").to_list() == ["load_begin_avail_gb"]

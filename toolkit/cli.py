@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,12 +50,26 @@ def _parse(args: argparse.Namespace) -> int:
         else:
             files.append({"path": str(path), "format": fmt or "unknown"})
     if args.json:
-        json.dump({"files": files}, sys.stdout, indent=2, default=str, allow_nan=False)
-        print()
+        print(to_json({"files": files}))
     else:
         for summary in files:
             print(_describe(summary))
     return 0
+
+
+def to_json(value: object) -> str:
+    """Strict JSON: non-finite floats become their names as strings, odd objects their text."""
+    return json.dumps(_finite(value), indent=2, default=str, allow_nan=False)
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "inf", "-inf", "nan": JSON has no such numbers
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _describe(f: dict[str, Any]) -> str:
@@ -67,6 +82,8 @@ def _describe(f: dict[str, Any]) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in f["counts"].items())
     lines.append(f"  kinds: {counts}")
     odd = {k: v for k, v in f["odd_lines"].items() if v}
+    for problem in f.get("problems", []):
+        lines.append(f"  problem: {problem}")
     lines.append(
         f"  batch lines not fully typed: {f['incomplete_batches']}"
         + (f"; odd lines: {odd}" if odd else "")

@@ -139,6 +139,8 @@ class SGLangLog:
             ).select(dumps.columns)
         for i, row in enumerate(dumps.iter_rows(named=True)):
             parsed = _parse_dump(row["message"])
+            if not parsed.complete and row["message"] is not None:
+                parsed = self._rejoined_dump(row["source"], row["lineno"], parsed)
             out.append(
                 Launch(
                     index=i,
@@ -152,6 +154,30 @@ class SGLangLog:
                 )
             )
         return out
+
+    def _rejoined_dump(self, source: str, lineno: int, cut: ServerArgsDump) -> ServerArgsDump:
+        """A dump a wrapper split over several lines (Kubernetes ``P`` records, journald's
+        ``LineMax``), joined back from the unprefixed lines that follow it."""
+        following = (
+            self.scan()
+            .filter((pl.col("source") == source) & pl.col("lineno").is_between(lineno, lineno + 16))
+            .select("lineno", "has_prefix", "message")
+            .sort("lineno")
+            .collect()
+        )
+        text = None
+        for r in following.iter_rows(named=True):
+            if r["lineno"] == lineno:
+                text = r["message"]
+                continue
+            if r["has_prefix"] or text is None:
+                break
+            text += r["message"] or ""
+            joined = _parse_dump(text)
+            if joined.complete:
+                note = f"joined from lines {lineno}-{r['lineno']} (split by the log wrapper)"
+                return ServerArgsDump(joined.args, True, (*joined.problems, note), joined.style)
+        return cut
 
     @cached_property
     def launch_table(self) -> pl.DataFrame:

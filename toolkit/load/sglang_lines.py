@@ -59,7 +59,7 @@ STARTUP_PREFIXES = (
 _ERROR = (
     r"Traceback \(most recent call last\)|^\s+File \"|^(?:WARNING|ERROR|CRITICAL)\b"
     r"|^[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt)(?::|$)|Received sigquit"
-    r"|hit an exception|^\s*(?:raise|assert) |^\s+\^+\s*$"
+    r"|hit an exception|^\s*(?:raise|assert) |^\s+\^+\s*$|:\d+: [A-Z]\w*Warning: "
 )
 _PROGRESS = r"\d+%\||it/s\]|s/it\]|\d+/\d+ \[\d\d:\d\d"
 
