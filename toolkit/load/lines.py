@@ -8,7 +8,7 @@ file does not contain, so no line is ever split.
 
 from __future__ import annotations
 
-import mmap
+import itertools
 import tempfile
 import zlib
 from pathlib import Path
@@ -54,13 +54,76 @@ def plain_copy(path: Path, workdir: Path) -> tuple[Path, str | None]:
 
 def free_separator(path: Path) -> str | None:
     """A control byte that does not occur in the file, or None when every candidate does."""
-    if path.stat().st_size == 0:
-        return _SEPARATORS[0].decode()
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        for sep in _SEPARATORS:
-            if m.find(sep) < 0:
-                return sep.decode()
+    # Real logs hold none of these bytes, so the first candidate costs the only pass.
+    return next((c.decode() for c in _SEPARATORS if not contains_byte(path, c)), None)
+
+
+def contains_byte(path: Path, byte: bytes) -> bool:
+    """True when the file holds ``byte`` (read in blocks: no whole-file mapping)."""
+    with path.open("rb") as f:
+        while block := f.read(_CHUNK):
+            if byte in block:
+                return True
+    return False
+
+
+def _absent(data: bytes) -> str | None:
+    for sep in _SEPARATORS:
+        if data.find(sep) < 0:
+            return sep.decode()
     return None
+
+
+def line_ranges(path: Path, size: int) -> list[tuple[int, int]]:
+    """Byte ranges of about ``size`` bytes that together cover the file, cut after newlines."""
+    total = path.stat().st_size
+    bounds = [0]
+    with path.open("rb") as f:
+        while bounds[-1] + size < total:
+            f.seek(bounds[-1] + size)
+            cut = None
+            while cut is None and (block := f.read(1 << 16)):
+                i = block.find(b"\n")
+                cut = None if i < 0 else f.tell() - len(block) + i + 1
+            if cut is None or cut >= total:
+                break
+            bounds.append(cut)
+    bounds.append(total)
+    return list(itertools.pairwise(bounds))
+
+
+def read_range(path: Path, start: int, end: int) -> pl.DataFrame:
+    """``lineno`` (1-based within the range) and ``line`` of the bytes ``[start, end)``."""
+    with path.open("rb") as f:
+        f.seek(start)
+        data = f.read(end - start)
+    if not data:
+        return pl.DataFrame(schema={"lineno": pl.Int64, "line": pl.String})
+    separator = _absent(data)
+    if separator is None:
+        pieces = data.split(b"\n")
+        if pieces[-1] == b"":
+            pieces.pop()
+        return _frame(pieces, 1)
+    return pl.read_csv(data, **_csv_options(separator)).with_columns(
+        pl.col("lineno").cast(pl.Int64)
+    )
+
+
+def _csv_options(separator: str) -> dict:
+    """Read every line whole, as one lossy UTF-8 string column, with its 1-based number."""
+    return {
+        "has_header": False,
+        "separator": separator,
+        "quote_char": None,
+        "comment_prefix": None,
+        "schema": {"line": pl.String},
+        "encoding": "utf8-lossy",
+        "truncate_ragged_lines": True,
+        "row_index_name": "lineno",
+        "row_index_offset": 1,
+        "raise_if_empty": False,
+    }
 
 
 def scan_lines(path: Path, workdir: Path) -> pl.LazyFrame:
@@ -70,19 +133,9 @@ def scan_lines(path: Path, workdir: Path) -> pl.LazyFrame:
     separator = free_separator(path)
     if separator is None:  # binary data holds every candidate byte: split lines in Python
         return pl.scan_parquet(_split_in_python(path, workdir))
-    return pl.scan_csv(
-        path,
-        has_header=False,
-        separator=separator,
-        quote_char=None,
-        comment_prefix=None,
-        schema={"line": pl.String},
-        encoding="utf8-lossy",
-        truncate_ragged_lines=True,
-        row_index_name="lineno",
-        row_index_offset=1,
-        raise_if_empty=False,
-    ).with_columns(pl.col("lineno").cast(pl.Int64))
+    return pl.scan_csv(path, **_csv_options(separator)).with_columns(
+        pl.col("lineno").cast(pl.Int64)
+    )
 
 
 def _split_in_python(path: Path, workdir: Path) -> Path:

@@ -111,7 +111,9 @@ def line_plan(
     lf = lf.with_columns(
         _parts=_tail(pl.col("message"), pl.col("kind"), trim=False).str.splitn(", ", width + 1)
     )
-    lf = lf.unnest("_parts", separator="_p")
+    lf = lf.with_columns(
+        pl.col("_parts").struct.field(f"field_{i}").alias(f"_p{i}") for i in range(width + 1)
+    )
     lf = lf.with_columns(**_shape_matches(shapes, width))
     lf = lf.with_columns(**_typed_by_shape(pl.col("message"), shapes))
     lf = lf.with_columns(unresolved=_unresolved(pl.col("kind"), shapes))
@@ -225,7 +227,7 @@ def _tail(msg: pl.Expr, kind: pl.Expr, *, trim: bool = True) -> pl.Expr:
 
 
 def _part(i: int) -> pl.Expr:
-    return pl.col(f"_parts_pfield_{i}")
+    return pl.col(f"_p{i}")
 
 
 def _shape_matches(shapes: list[Shape], width: int) -> dict[str, pl.Expr]:

@@ -9,9 +9,13 @@ progress bars or journal markers) and ``meta`` (wrapper, counts, clock offset).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-import mmap
+import multiprocessing
+import os
 import re
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,11 +24,13 @@ import polars as pl
 from toolkit import __version__
 from toolkit.load import lines as lines_io
 from toolkit.load.batch_line import KEY_COLUMN, parse_batch_message
-from toolkit.load.sglang_lines import line_plan, refine_kind, sample_shapes, type_by_key
-from toolkit.load.wrappers import sniff_wrapper
+from toolkit.load.sglang_lines import Shape, line_plan, refine_kind, sample_shapes, type_by_key
+from toolkit.load.wrappers import sniff_wrapper, wrapper_named
 from toolkit.schema import BATCHES
 
-STORE_VERSION = "3"  # bump when the stored columns change
+STORE_VERSION = "4"
+PARALLEL_MIN_BYTES = 96 << 20  # below this, worker start-up costs more than it saves
+PART_BYTES = 32 << 20  # bump when the stored columns change
 _YEAR = re.compile(r"\[(\d{4})-\d\d-\d\d \d\d:\d\d:\d\d")
 
 
@@ -41,13 +47,13 @@ class Store:
     odd: dict[str, int]  # unreadable (invalid UTF-8 or control characters), undated
     ranks: tuple[str, ...]  # distinct rank texts (" PP3 TP0")
     headers: tuple[str, ...]  # distinct wrapper headers ("node python3[85690]")
-    lines_path: Path
+    parts: tuple[tuple[Path, int], ...]  # typed line files and the line numbers before each
     fix_path: Path
     kinds_path: Path
 
     def scan(self) -> pl.LazyFrame:
         """The typed lines, with ``kind`` refined for the lines the fast pass called ``other``."""
-        lf = pl.scan_parquet(self.lines_path)
+        lf = scan_parts(self.parts)
         if self.counts.get("other", 0) == 0 or not any(
             k in self.counts for k in ("error", "progress", "marker")
         ):
@@ -89,7 +95,7 @@ def _from_meta(path: Path, stem: Path, meta: dict) -> Store:
         odd=meta["odd"],
         ranks=tuple(meta["ranks"]),
         headers=tuple(meta["headers"]),
-        lines_path=Path(f"{stem}.lines.parquet"),
+        parts=tuple((Path(f"{stem}.{name}"), offset) for name, offset in meta["parts"]),
         fix_path=Path(f"{stem}.fix.parquet"),
         kinds_path=Path(f"{stem}.kinds.parquet"),
     )
@@ -98,42 +104,104 @@ def _from_meta(path: Path, stem: Path, meta: dict) -> Store:
 def _build(path: Path, stem: Path, workdir: Path) -> dict:
     plain, problem = lines_io.plain_copy(path, workdir)
     sample = lines_io.sample_lines(plain)
-    wrapper = sniff_wrapper(sample[:400])
-    plan = line_plan(
-        lines_io.scan_lines(plain, workdir),
-        wrapper,
-        _first_year(sample),
-        sample_shapes(sample),
-        ansi=_has_byte(plain, b"\x1b"),
+    job = _Job(
+        wrapper=sniff_wrapper(sample[:400]).name,
+        year=_first_year(sample),
+        shapes=tuple(sample_shapes(sample)),
+        ansi=lines_io.contains_byte(plain, b"\x1b"),
     )
-    lines_path = Path(f"{stem}.lines.parquet")
-    partial = Path(f"{stem}.partial")
-    plan.sink_parquet(partial, compression="lz4", statistics=False)
-    partial.replace(lines_path)
+    parts = _type_lines(plain, stem, job, workdir)
     if plain != path:
         plain.unlink()
 
-    kinds = _refined_kinds(lines_path)
+    lines = scan_parts(parts)
+    kinds = _refined_kinds(lines)
     kinds.write_parquet(f"{stem}.kinds.parquet")
-    _fixups(lines_path).write_parquet(f"{stem}.fix.parquet")
-    stats = _stats(lines_path)
+    _fixups(lines).write_parquet(f"{stem}.fix.parquet")
+    stats = _stats(lines)
     counts = dict(stats.pop("counts"))
     for kind, n in kinds.group_by("kind").len().iter_rows():
         counts[kind] = counts.get(kind, 0) + n
         counts["other"] -= n
     return {
-        "wrapper": wrapper.name,
+        "wrapper": job.wrapper,
         "lines": stats.pop("lines"),
         "offset": _round_offset(stats.pop("offset")),
         "problems": [problem] if problem else [],
         "counts": {k: v for k, v in sorted(counts.items()) if v},
+        "parts": [(p.name.removeprefix(stem.name + "."), offset) for p, offset in parts],
         **stats,
     }
 
 
-def _stats(lines_path: Path) -> dict:
+@dataclass(frozen=True)
+class _Job:
+    """What the typing pass needs to know about a file (picklable, for worker processes)."""
+
+    wrapper: str
+    year: int | None
+    shapes: tuple[Shape, ...]
+    ansi: bool
+
+    def plan(self, lines: pl.LazyFrame) -> pl.LazyFrame:
+        return line_plan(lines, wrapper_named(self.wrapper), self.year, list(self.shapes),
+                         ansi=self.ansi)  # fmt: skip
+
+
+def _type_lines(plain: Path, stem: Path, job: _Job, workdir: Path) -> list[tuple[Path, int]]:
+    """Type every line into Parquet: one streaming pass, or parts typed by worker processes.
+
+    Polars uses both cores in one process only partly on this plan; byte ranges typed in
+    separate processes, one thread each, use them fully.
+    """
+    size = plain.stat().st_size
+    workers = min(os.cpu_count() or 1, 8)
+    if size < PARALLEL_MIN_BYTES or workers < 2:
+        out = Path(f"{stem}.lines.parquet")
+        partial = Path(f"{stem}.partial")
+        lines = lines_io.scan_lines(plain, workdir)
+        job.plan(lines).sink_parquet(partial, compression="lz4", statistics=False)
+        partial.replace(out)
+        return [(out, 0)]
+    ranges = lines_io.line_ranges(plain, PART_BYTES)
+    outs = [Path(f"{stem}.part{i:04d}.parquet") for i in range(len(ranges))]
+    saved = os.environ.get("POLARS_MAX_THREADS")
+    os.environ["POLARS_MAX_THREADS"] = "1"  # read by each worker's polars at import
+    try:
+        context = multiprocessing.get_context("spawn")  # never fork a process running polars
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            counts = list(
+                pool.map(_type_range, [plain] * len(ranges), ranges, outs, [job] * len(ranges))
+            )
+    finally:
+        if saved is None:
+            os.environ.pop("POLARS_MAX_THREADS", None)
+        else:
+            os.environ["POLARS_MAX_THREADS"] = saved
+    offsets = list(itertools.accumulate([0, *counts[:-1]]))
+    return list(zip(outs, offsets, strict=True))
+
+
+def _type_range(plain: Path, span: tuple[int, int], out: Path, job: _Job) -> int:
+    """Worker: type the lines of one byte range into ``out``; returns its line count."""
+    lines = lines_io.read_range(plain, *span)
+    job.plan(lines.lazy()).collect().write_parquet(out, compression="lz4", statistics=False)
+    return lines.height
+
+
+def scan_parts(parts: Sequence[tuple[Path, int]]) -> pl.LazyFrame:
+    """The typed line parts as one frame, line numbers made file-wide."""
+    frames = [
+        pl.scan_parquet(path).with_columns(pl.col("lineno") + offset)
+        if offset
+        else pl.scan_parquet(path)
+        for path, offset in parts
+    ]
+    return frames[0] if len(frames) == 1 else pl.concat(frames)
+
+
+def _stats(lf: pl.LazyFrame) -> dict:
     """Counts, odd lines, the wrapper-to-SGLang clock offset, distinct ranks and headers."""
-    lf = pl.scan_parquet(lines_path)
     row = (
         lf.select(
             lines=pl.len(),
@@ -164,11 +232,10 @@ def _stats(lines_path: Path) -> dict:
     }
 
 
-def _refined_kinds(lines_path: Path) -> pl.DataFrame:
+def _refined_kinds(lines: pl.LazyFrame) -> pl.DataFrame:
     """Lines the fast pass called ``other`` that are errors, progress bars or journal markers."""
     return (
-        pl.scan_parquet(lines_path)
-        .filter(pl.col("kind") == "other")
+        lines.filter(pl.col("kind") == "other")
         .select("lineno", kind=refine_kind(pl.col("message"), pl.col("has_prefix")))
         .filter(pl.col("kind") != "other")
         .collect(engine="streaming")
@@ -178,9 +245,9 @@ def _refined_kinds(lines_path: Path) -> pl.DataFrame:
 _CONTEXT = ["lineno", "ts", "clock", "wrapper_ts", "ranks", "gpu_id", "kind", "message"]
 
 
-def _fixups(lines_path: Path) -> pl.DataFrame:
+def _fixups(lines: pl.LazyFrame) -> pl.DataFrame:
     """Type the batch lines the positional pass left unresolved: key by key, then in Python."""
-    pending = pl.scan_parquet(lines_path).filter(pl.col("unresolved")).select(_CONTEXT)
+    pending = lines.filter(pl.col("unresolved")).select(_CONTEXT)
     sample = pending.select("message").head(20_000).collect().get_column("message")
     keys = {k for message in sample for k in KEY_COLUMN if f"{k}: " in message}
     by_key = type_by_key(pending, keys).collect(engine="streaming")
@@ -229,13 +296,6 @@ def cache_dir(path: Path) -> Path:
         except OSError:
             continue
     return lines_io.workdir()
-
-
-def _has_byte(path: Path, byte: bytes) -> bool:
-    if path.stat().st_size == 0:
-        return False
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        return m.find(byte) >= 0
 
 
 def _first_year(sample: list[str]) -> int | None:

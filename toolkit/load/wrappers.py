@@ -214,3 +214,8 @@ def decode_header(wrapper: str, header: str | None) -> tuple[str | None, int | N
         m = re.search(r"pid=(\d+)", header)
         return header.split(" ", 1)[0], int(m.group(1)) if m else None
     return header, None
+
+
+def wrapper_named(name: str) -> Wrapper:
+    """The wrapper of that name (``raw`` when unknown)."""
+    return next((w for w in WRAPPERS if w.name == name), RAW)
