@@ -138,3 +138,18 @@ def test_server_args_split_by_kubernetes_is_joined(write_log) -> None:
     assert launch.server_args["pp_async_batch_depth"] == 8
     assert "joined from lines 1-3" in launch.problems[-1]
     assert log.startup.get_column("fact").to_list() == ["load_begin_avail_gb"]
+
+
+def test_custom_logging_format_with_level_and_source(write_log) -> None:
+    lines = [
+        "[2026-03-21 03:31:56] INFO engine.py:177: server_args=ServerArgs(tp_size=2, pp_size=4)",
+        "[2026-03-21 03:32:56 PP1 TP0] INFO scheduler_metrics_mixin.py:210: " + _decode(1)[26:],
+        "[2026-03-21 03:33:56] WARNING server_args.py:901: Pipeline parallelism is incompatible "
+        "with overlap schedule.",
+    ]
+    log = load_sglang_log(write_log("\n".join(lines) + "\n"), cache=False)
+    (launch,) = log.launches
+    assert launch.server_args == {"tp_size": 2, "pp_size": 4}
+    assert log.batches.get_column("running_req").to_list() == [8]
+    assert log.events.get_column("level").to_list() == ["INFO", "INFO", "WARNING"]
+    assert log.errors.get_column("level").to_list() == ["warning"]

@@ -153,6 +153,7 @@ EVENT_COLUMNS: tuple[Column, ...] = (
     Column("stream", pl.String(), "stdout/stderr where the wrapper says (Kubernetes CRI)"),
     *(Column(t, pl.Int32(), f"{t.upper()} rank from the scheduler prefix") for t in RANK_TAGS),
     Column("kind", pl.String(), "what the line is; see KINDS"),
+    Column("level", pl.String(), "log level, when a custom logging format prints one"),
     Column("message", pl.String(), "the line after wrapper and SGLang prefix"),
 )
 

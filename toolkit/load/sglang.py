@@ -372,7 +372,8 @@ class SGLangLog:
         kind = pl.col("kind")
         candidates = (kind == "error") | (kind.is_in(["other", "progress"]) & ~pl.col("has_prefix"))
         lf = self._resolved(self.scan().filter(candidates))
-        columns = ["source", "_order", "lineno", "ts", "kind", "has_prefix", "message", *RANK_TAGS]
+        columns = ["source", "_order", "lineno", "ts", "kind", "has_prefix", "level", "message",
+                   *RANK_TAGS]  # fmt: skip
         return _group_errors(self._sorted(lf.select(columns).collect(engine="streaming")))
 
     def _error_spans(self) -> pl.DataFrame:
@@ -470,6 +471,7 @@ def _group_errors(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
                 **{k: r[k] for k in keep},
                 "end_lineno": r["lineno"],
                 "lines": [r["message"]],
+                "first_level": r["level"],
             }
             records.append(current)
             spans.append((r["source"], r["lineno"]))
@@ -483,13 +485,15 @@ def _group_errors(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def _record(rec: dict[str, Any]) -> dict[str, Any]:
     lines = rec.pop("lines")
+    printed_level = rec.pop("first_level")
     text = "\n".join(lines)
     if "Traceback (most recent call last)" in text:
         level = "traceback"
         tail = [ln for ln in lines if ln and not ln.startswith((" ", "\t"))]
         summary = tail[-1] if tail else lines[0]
     else:
-        level = "warning" if re.search(r"WARNING|Warning\b", lines[0]) else "error"
+        warned = printed_level == "WARNING" or re.search(r"WARNING|Warning\b", lines[0])
+        level = "warning" if warned else "error"
         summary = lines[0]
     return {**rec, "level": level, "summary": summary, "text": text}
 

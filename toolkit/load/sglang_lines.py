@@ -62,6 +62,7 @@ _ERROR = (
     r"|hit an exception|^\s*(?:raise|assert) |^\s+\^+\s*$|:\d+: [A-Z]\w*Warning: "
 )
 _PROGRESS = r"\d+%\||it/s\]|s/it\]|\d+/\d+ \[\d\d:\d\d"
+_LEVEL_SOURCE = r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+[\w./-]+\.py:\d+:\s+"
 
 
 def sample_shapes(lines: Iterable[str]) -> list[Shape]:
@@ -159,14 +160,21 @@ def _stamp(content: pl.Expr) -> dict[str, pl.Expr]:
 
 
 def _gpu_and_message(msg: pl.Expr) -> dict[str, pl.Expr]:
-    """0.1.20/0.2.7 put the GPU into the message: ``[gpu_id=0] Decode batch. ...``."""
+    """The message without what some setups put in front of it.
+
+    0.1.20/0.2.7 put the GPU into the message (``[gpu_id=0] Decode batch. ...``); a custom
+    logging config may add a level and source (``INFO engine.py:177: server_args=...``), kept
+    in ``level``.
+    """
     gpu = msg.str.starts_with("[gpu")
     end = msg.str.find("] ", literal=True)
+    message = pl.when(gpu & end.is_not_null()).then(msg.str.slice(end + 2)).otherwise(msg)
     return {
         "gpu_id": pl.when(gpu).then(
             msg.str.extract(r"^\[gpu(?:_id)?=(\d+)\] ").cast(pl.Int32, strict=False)
         ),
-        "message": pl.when(gpu & end.is_not_null()).then(msg.str.slice(end + 2)).otherwise(msg),
+        "level": msg.str.extract(_LEVEL_SOURCE, 1),
+        "message": message.str.replace(_LEVEL_SOURCE, ""),
     }
 
 
@@ -190,10 +198,10 @@ def _kind(msg: pl.Expr, raw: pl.Expr) -> pl.Expr:
     )
 
 
-def refine_kind(message: pl.Expr, has_prefix: pl.Expr) -> pl.Expr:
+def refine_kind(message: pl.Expr, has_prefix: pl.Expr, level: pl.Expr) -> pl.Expr:
     """Kind of a line the fast pass called ``other``: error, marker, progress or other."""
     return (
-        pl.when(message.str.contains(_ERROR))
+        pl.when(message.str.contains(_ERROR) | level.is_in(["WARNING", "ERROR", "CRITICAL"]))
         .then(pl.lit("error"))
         .when(~has_prefix & message.str.starts_with("-- ") & message.str.ends_with(" --"))
         .then(pl.lit("marker"))

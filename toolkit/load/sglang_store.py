@@ -28,7 +28,7 @@ from toolkit.load.sglang_lines import Shape, line_plan, refine_kind, sample_shap
 from toolkit.load.wrappers import sniff_wrapper, wrapper_named
 from toolkit.schema import BATCHES
 
-STORE_VERSION = "4"
+STORE_VERSION = "5"
 PARALLEL_MIN_BYTES = 96 << 20  # below this, worker start-up costs more than it saves
 PART_BYTES = 32 << 20  # bump when the stored columns change
 _YEAR = re.compile(r"\[(\d{4})-\d\d-\d\d \d\d:\d\d:\d\d")
@@ -54,9 +54,7 @@ class Store:
     def scan(self) -> pl.LazyFrame:
         """The typed lines, with ``kind`` refined for the lines the fast pass called ``other``."""
         lf = scan_parts(self.parts)
-        if self.counts.get("other", 0) == 0 or not any(
-            k in self.counts for k in ("error", "progress", "marker")
-        ):
+        if not any(k in self.counts for k in ("error", "progress", "marker")):
             return lf
         refined = pl.scan_parquet(self.kinds_path).rename({"kind": "_refined"})
         return (
@@ -236,7 +234,9 @@ def _refined_kinds(lines: pl.LazyFrame) -> pl.DataFrame:
     """Lines the fast pass called ``other`` that are errors, progress bars or journal markers."""
     return (
         lines.filter(pl.col("kind") == "other")
-        .select("lineno", kind=refine_kind(pl.col("message"), pl.col("has_prefix")))
+        .select(
+            "lineno", kind=refine_kind(pl.col("message"), pl.col("has_prefix"), pl.col("level"))
+        )
         .filter(pl.col("kind") != "other")
         .collect(engine="streaming")
     )
