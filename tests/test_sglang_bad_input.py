@@ -153,3 +153,28 @@ def test_custom_logging_format_with_level_and_source(write_log) -> None:
     assert log.batches.get_column("running_req").to_list() == [8]
     assert log.events.get_column("level").to_list() == ["INFO", "INFO", "WARNING"]
     assert log.errors.get_column("level").to_list() == ["warning"]
+
+
+def test_docker_json_file_and_journald_json(write_log) -> None:
+    import json
+
+    line = _decode(1)
+    docker = json.dumps({"log": line + "\n", "stream": "stderr", "time": "2026-05-25T21:40:01.5Z"})
+    log = load_sglang_log(write_log(docker + "\n" + docker + "\n"), cache=False)
+    assert log.sources[0].wrapper == "docker-json"
+    assert log.batches.get_column("running_req").to_list() == [8, 8]
+    assert log.events.get_column("stream").to_list() == ["stderr", "stderr"]
+
+    entry = {
+        "__REALTIME_TIMESTAMP": "1779745201000000",
+        "_HOSTNAME": "node-1",
+        "SYSLOG_IDENTIFIER": "python3",
+        "_PID": "85690",
+        "MESSAGE": line,
+    }
+    log = load_sglang_log(write_log(json.dumps(entry) + "\n"), cache=False)
+    assert log.sources[0].wrapper == "journald-json"
+    assert log.batches.get_column("gen_tok_s").to_list() == [248.1]
+    row = log.events.row(0, named=True)
+    assert (row["host"], row["pid"]) == ("node-1", 85690)
+    assert row["wrapper_ts"] is not None

@@ -152,7 +152,45 @@ def _ray(line: pl.Expr, year: int | None) -> Split:
     )
 
 
+def _docker_json(line: pl.Expr, year: int | None) -> Split:
+    """A docker ``json-file`` log: ``{"log":"<line>\\n","stream":"stderr","time":"<RFC 3339>"}``."""
+    text = line.str.json_path_match("$.log")
+    return Split(
+        pl.when(_OK).then(text.str.strip_suffix("\n")).otherwise(line),
+        pl.when(_OK).then(_iso_ts(line.str.json_path_match("$.time"))),
+        _NO_TEXT,
+        pl.when(_OK).then(line.str.json_path_match("$.stream")),
+        ({"_wok": line.str.starts_with("{") & text.is_not_null()},),
+    )
+
+
+def _journal_json(line: pl.Expr, year: int | None) -> Split:
+    """``journalctl -o json``: one JSON object per entry, time in microseconds since the epoch."""
+    text = line.str.json_path_match("$.MESSAGE")
+    micros = line.str.json_path_match("$.__REALTIME_TIMESTAMP").cast(pl.Int64, strict=False)
+    ident = pl.coalesce(
+        line.str.json_path_match("$.SYSLOG_IDENTIFIER"), line.str.json_path_match("$._COMM")
+    )
+    header = pl.concat_str(
+        line.str.json_path_match("$._HOSTNAME"),
+        pl.lit(" "),
+        ident,
+        pl.lit("["),
+        line.str.json_path_match("$._PID"),
+        pl.lit("]"),
+    )
+    return Split(
+        pl.when(_OK).then(text).otherwise(line),
+        pl.when(_OK).then(pl.from_epoch(micros, time_unit="us")),  # UTC, naive
+        pl.when(_OK).then(header),
+        _NO_TEXT,
+        ({"_wok": line.str.starts_with("{") & text.is_not_null()},),
+    )
+
+
 WRAPPERS: tuple[Wrapper, ...] = (
+    Wrapper("docker-json", re.compile(r'^\{"log":'), _docker_json),
+    Wrapper("journald-json", re.compile(r'^\{.*"__REALTIME_TIMESTAMP"'), _journal_json),
     Wrapper(
         "kubernetes-cri",
         re.compile(rf"^{_ISO}(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] "),
