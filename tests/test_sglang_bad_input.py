@@ -178,3 +178,9 @@ def test_docker_json_file_and_journald_json(write_log) -> None:
     row = log.events.row(0, named=True)
     assert (row["host"], row["pid"]) == ("node-1", 85690)
     assert row["wrapper_ts"] is not None
+
+
+def test_unknown_prefix_before_a_batch_header(write_log) -> None:
+    line = "2025-05-25 21:40:21,123 | scheduler | " + _decode(1)[26:]
+    log = load_sglang_log(write_log(line + "\n"), cache=False)
+    assert log.batches.get_column("token").to_list() == [33536]

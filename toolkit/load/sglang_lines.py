@@ -122,19 +122,29 @@ def line_plan(
 
 
 def _bracket(rest: pl.Expr) -> list[dict[str, pl.Expr]]:
-    """Steps that find SGLang's prefix anywhere in the line and cut the message after it."""
-    at = pl.col("_at")
+    """Steps that find SGLang's prefix anywhere in the line and cut the message after it.
+
+    A line with no SGLang prefix but a batch header further in (an unknown logging format)
+    keeps the text from the header on, so its batch is still typed.
+    """
+    at, header_at = pl.col("_at"), pl.col("_header_at")
     # find() counts bytes and slice() characters: cut as bytes so glued "███" bars stay exact.
     glued = rest.cast(pl.Binary).bin.slice(at).cast(pl.String)
+    from_header = rest.cast(pl.Binary).bin.slice(header_at).cast(pl.String)
     inner = pl.col("_inner")
     close = inner.str.find("]", literal=True)
+    headers = [rest.str.find(h, literal=True) for h in ("Decode batch", "Prefill batch")]
     return [
-        {"_at": rest.str.find(BRACKET)},
+        {"_at": rest.str.find(BRACKET), "_header_at": pl.min_horizontal(headers)},
         {"_inner": pl.when(at > 0).then(glued).when(at == 0).then(rest)},
         {"_close": close},
         {
             "_content": inner.str.slice(1, pl.col("_close") - 1),
-            "_msg": pl.coalesce(inner.str.slice(pl.col("_close") + 2), rest),
+            "_msg": pl.coalesce(
+                inner.str.slice(pl.col("_close") + 2),
+                pl.when((header_at > 0) & ~rest.str.starts_with("[gpu")).then(from_header),
+                rest,
+            ),
             "has_prefix": at.is_not_null(),
         },
     ]
