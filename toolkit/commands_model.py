@@ -1,0 +1,260 @@
+"""Body of ``ppscope model RUN... [--json] [--what-if KEY=VALUE]``.
+
+Fits the serving model to the runs' single-stream points, prints expected vs observed for every
+point (the residual is what the model leaves unexplained) and, with ``--what-if``, the prediction
+under changed SGLang flags or workload. ``--json`` prints one object:
+``{"params": {...}, "points": [{"label", "concurrency", "observed_tok_s", "expected_tok_s",
+"residual_pct", "active_slots", "gpu_idle_share"}...]}`` plus ``"what_if"`` when asked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
+
+import polars as pl
+
+from toolkit.analyze.model import (
+    INCIDENT_HARDWARE,
+    KIMI_K2,
+    Fit,
+    Hardware,
+    ModelSpec,
+    ObservedPoint,
+    expected_vs_observed,
+    fit,
+    observed_frame,
+    what_if_table,
+)
+from toolkit.errors import ToolkitError
+
+__all__ = ["parse_what_if", "run_model"]
+
+_POINT_KEYS = (
+    "label",
+    "concurrency",
+    "observed_tok_s",
+    "expected_tok_s",
+    "residual_pct",
+    "active_slots",
+    "gpu_idle_share",
+)
+_WHAT_IF_KEYS = (
+    "label",
+    "concurrency",
+    "expected_tok_s",
+    "what_if_tok_s",
+    "change_pct",
+    "active_slots",
+    "occupancy",
+    "gpu_idle_share",
+    "regime",
+)
+
+
+def parse_what_if(items: Iterable[str]) -> dict[str, int | None]:
+    """``["pp_max_micro_batch_size=4", "concurrency=64"]`` → a change dict; ``auto`` → None.
+
+    Dashes are read as underscores, so SGLang's flag spelling works too.
+    """
+    changes: dict[str, int | None] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-").replace("-", "_")
+        value = value.strip()
+        if not sep or not key or not value:
+            raise ToolkitError(f"what-if: expected KEY=VALUE, got {item!r}")
+        if value.lower() in ("auto", "none"):
+            changes[key] = None
+            continue
+        try:
+            changes[key] = int(value)
+        except ValueError:
+            raise ToolkitError(f"what-if: {key} needs an integer or auto, got {value!r}") from None
+    return changes
+
+
+def run_model(
+    points: pl.DataFrame | Sequence[ObservedPoint | Mapping[str, Any]],
+    what_if: Mapping[str, int | None] | None = None,
+    as_json: bool = False,
+    *,
+    model: ModelSpec = KIMI_K2,
+    prior: Hardware = INCIDENT_HARDWARE,
+    out: TextIO | None = None,
+) -> int:
+    """Fit, then print expected vs observed (and the what-if); returns the exit code.
+
+    ``points`` are observed points (``observed_frame`` columns; ``load_bench`` runs work once
+    their layout columns are filled). Raises ``ToolkitError`` on bad input or an unknown what-if
+    key, for the CLI to report.
+    """
+    out = out or sys.stdout
+    frame = observed_frame(points)
+    if frame.height == 0:
+        raise ToolkitError("model: no observed points to fit")
+    fitted = fit(frame, model=model, prior=prior)
+    table = expected_vs_observed(fitted, frame)
+    changes = dict(what_if or {})
+    scenario = what_if_table(fitted, frame, changes) if changes else None
+    if as_json:
+        doc: dict[str, Any] = {
+            "params": fitted.summary(),
+            "points": [{k: row[k] for k in _POINT_KEYS} for row in table.iter_rows(named=True)],
+        }
+        if scenario is not None:
+            doc["what_if"] = {
+                "changes": changes,
+                "points": [
+                    {k: row[k] for k in _WHAT_IF_KEYS} for row in scenario.iter_rows(named=True)
+                ],
+            }
+        out.write(json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n")
+    else:
+        out.write(_render(fitted, table, changes, scenario) + "\n")
+    return 0
+
+
+def _finite(value: object) -> object:
+    """JSON has no NaN or infinity: such numbers become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+# ── text ──────────────────────────────────────────────────────────────────────────────────────
+
+
+def _num(x: float | None, fmt: str) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    text = format(x, fmt)
+    # a calibration residual of −2e-14 is zero, not "−0.0"
+    return format(0.0, fmt) if text.lstrip("+-").strip("0.") == "" else text
+
+
+def _arrow(before: int, after: int) -> str:
+    return str(after) if before == after else f"{before}→{after}"
+
+
+def _grid(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> list[str]:
+    """Aligned columns: the first ``left`` columns flush left, the rest flush right."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for r in [header, *rows]:
+        cells = [
+            c.ljust(w) if i < left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _render(
+    fitted: Fit,
+    table: pl.DataFrame,
+    changes: Mapping[str, int | None],
+    scenario: pl.DataFrame | None,
+) -> str:
+    hw, m = fitted.params.hardware, fitted.params.model
+    used = ", ".join(f"{lab} c={c}" for lab, c in fitted.calibration) or "none"
+    status = {name: "fitted" for name in fitted.fitted} | {name: "prior" for name in fitted.fixed}
+    lines = [
+        f"model: {m.name}",
+        f"hardware: {hw.name}",
+        f"fit from {len(fitted.calibration)} point(s): {used}",
+        *_grid(
+            ("  parameter", "value", "source"),
+            [
+                ("  HBM bandwidth β", f"{hw.hbm_bytes_s / 1e12:.2f} TB/s", status["hbm_bytes_s"]),
+                ("  PP hop", f"{hw.hop_s * 1e3:.2f} ms", status["hop_s"]),
+                ("  all-reduce α_AR", f"{hw.allreduce_s * 1e6:.0f} µs", status["allreduce_s"]),
+                ("  overhead per step", f"{hw.overhead_s * 1e3:.2f} ms", status["overhead_s"]),
+                ("  effective experts E_eff", f"{m.e_eff:.0f}", "model"),
+            ],
+        ),
+        "",
+    ]
+    rows = []
+    for r in table.iter_rows(named=True):
+        rows.append(
+            (
+                r["label"],
+                str(r["concurrency"]),
+                _num(r["observed_tok_s"], ".1f"),
+                _num(r["expected_tok_s"], ".1f"),
+                _num(r["residual_pct"], "+.1f") + " %",
+                str(r["active_slots"]),
+                r["occupancy"],
+                _num(100 * r["gpu_idle_share"], ".0f") + " %",
+                r["regime"],
+                f"{_num(r['observed_round_ms'], '.1f')} / {_num(r['expected_round_ms'], '.1f')}",
+                "fit" if r["calibration"] else "",
+            )
+        )
+    header = (
+        "label",
+        "c",
+        "observed tok/s",
+        "expected tok/s",
+        "residual",
+        "slots",
+        "occupancy",
+        "GPU idle",
+        "regime",
+        "round obs/exp ms",
+        "",
+    )
+    lines += _grid(header, rows)
+    lines.append("residual = (observed − expected) / expected; 'fit' rows calibrated the model.")
+    for r in table.iter_rows(named=True):
+        gap, slots, pp = r["unexplained_round_ms"], r["active_slots"], r["pp"]
+        if r["calibration"] or gap is None or not math.isfinite(gap) or abs(r["residual_pct"]) < 5:
+            continue
+        where = f"{r['label']} c={r['concurrency']}"
+        if gap > 0:
+            per = f" ({gap / slots:.1f} ms per active micro-batch" if slots else " ("
+            per += f", {gap / pp:.1f} ms per stage pass)" if pp > 1 else ")"
+            lines.append(f"{where}: {gap:.1f} ms per round unexplained{per}.")
+        else:
+            lines.append(f"{where}: {-gap:.1f} ms per round faster than the model predicts.")
+    if scenario is not None:
+        shown = ", ".join(f"{k}={'auto' if v is None else v}" for k, v in changes.items())
+        lines += ["", f"what-if {shown}:"]
+        rows = [
+            (
+                r["label"],
+                _arrow(r["base_concurrency"], r["concurrency"]),
+                _num(r["expected_tok_s"], ".1f"),
+                _num(r["what_if_tok_s"], ".1f"),
+                _num(r["change_pct"], "+.1f") + " %",
+                str(r["active_slots"]),
+                r["occupancy"],
+                _num(100 * r["gpu_idle_share"], ".0f") + " %",
+                r["regime"],
+                _num(r["round_ms"], ".1f"),
+            )
+            for r in scenario.iter_rows(named=True)
+        ]
+        header = (
+            "label",
+            "c",
+            "expected tok/s",
+            "what-if tok/s",
+            "change",
+            "slots",
+            "occupancy",
+            "GPU idle",
+            "regime",
+            "TPOT ms",
+        )
+        lines += _grid(header, rows)
+        lines.append("what-if values are the model's; add the residual above to compare with runs.")
+    return "\n".join(lines)
