@@ -1,0 +1,181 @@
+"""Pieces every benchmark reader shares: a parsed run, number coercion, layout and labels."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+PARALLEL = ("tp", "pp", "dp", "ep")
+# Server-argument names of each parallel size, SGLang's first, then vLLM's.
+_PARALLEL_KEYS = {
+    "tp": ("tp_size", "tensor_parallel_size", "tp"),
+    "pp": ("pp_size", "pipeline_parallel_size", "pp"),
+    "dp": ("dp_size", "data_parallel_size", "dp"),
+    "ep": ("ep_size", "expert_parallel_size", "ep"),
+}
+# "PP4xTP2", "tp8-pp1", "dp2_tp4": a size name not glued to a word (an "x" after a digit is fine).
+_LABEL_PART = re.compile(r"(?:^|(?<=[^a-z])|(?<=\dx))(tp|pp|dp|ep)[-_=]?(\d+)(?!\d)", re.IGNORECASE)
+# "c32", "conc-32", "concurrency32", "concurrency=32", "32-concurrency" in a tag or directory name.
+_CONCURRENCY = re.compile(
+    r"(?<![a-z0-9])(?:c|conc|concurrency|max[-_]?concurrency)[-_=]?(\d+)(?!\d)"
+    r"|(?<![0-9])(\d+)[-_]?(?:concurrency|conc|users|clients)(?![a-z])",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"[-+]?(?:\d[\d,_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+@dataclass
+class Parsed:
+    """One benchmark run as a reader found it, before labels and layout are resolved.
+
+    ``values`` uses the column names of ``RUN_COLUMNS``; ``extra`` keeps what has no column.
+    """
+
+    values: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    label: str | None = None  # a layout label written in the data itself (a CSV column)
+    layout: dict[str, int] = field(default_factory=dict)  # tp/pp/dp/ep the file states
+    hint: str | None = None  # free text naming the run (tag, label) that may hold "c32"
+    hint_from: str = "label"  # what the hint is: the run's label/tag, or its "path"
+    lineno: int | None = None
+
+
+def num(value: Any) -> float | None:
+    """A float from a number or numeric text (``"1,234.50"``, ``"inf"``); None otherwise.
+
+    NaN is None: no tool means "measured, and the answer is NaN".
+    """
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        out = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower().rstrip("%")
+        if text in ("inf", "+inf", "infinity", "+infinity"):
+            return math.inf
+        if text in ("-inf", "-infinity"):
+            return -math.inf
+        if not text or not _NUMBER.fullmatch(text):
+            return None
+        try:
+            out = float(text.replace(",", "").replace("_", ""))
+        except ValueError:
+            return None
+    else:
+        return None
+    return None if math.isnan(out) else out
+
+
+def whole(value: Any) -> int | None:
+    """An int from a whole number (``32``, ``32.0``, ``"32"``); None for anything else."""
+    x = num(value)
+    if x is None or not math.isfinite(x) or x != int(x):
+        return None
+    return int(x)
+
+
+def layout_of(args: dict[str, Any]) -> dict[str, int]:
+    """tp/pp/dp/ep from a server-arguments dict (SGLang or vLLM names); only those present."""
+    out: dict[str, int] = {}
+    for short, keys in _PARALLEL_KEYS.items():
+        for key in keys:
+            size = whole(args.get(key))
+            if size is not None and size > 0:
+                out[short] = size
+                break
+    return out
+
+
+def layout_from_text(text: str | None) -> dict[str, int]:
+    """tp/pp/dp/ep written in a label such as ``PP4xTP2`` or ``tp8-pp1``."""
+    out: dict[str, int] = {}
+    for name, size in _LABEL_PART.findall(text or ""):
+        out.setdefault(name.lower(), int(size))
+    return out
+
+
+def layout_label(layout: dict[str, int]) -> str | None:
+    """``TP8``, ``PP8``, ``PP4xTP2`` (``xDP2`` appended when data parallel); None if unknown."""
+    tp, pp, dp = layout.get("tp"), layout.get("pp"), layout.get("dp")
+    if tp is None and pp is None:
+        return None
+    parts = []
+    if pp and pp > 1:
+        parts.append(f"PP{pp}")
+    if (tp and tp > 1) or not parts:
+        parts.append(f"TP{tp or 1}")
+    if dp and dp > 1:
+        parts.append(f"DP{dp}")
+    return "x".join(parts)
+
+
+def concurrency_from_text(text: str | None) -> int | None:
+    """The concurrency a tag or directory name states (``pp8-c32`` → 32), else None."""
+    for m in _CONCURRENCY.finditer(text or ""):
+        value = int(m.group(1) or m.group(2))
+        if value > 0:
+            return value
+    return None
+
+
+def to_ms(value: Any, unit: str | None) -> float | None:
+    """A latency in ms from a value in ``unit`` (ms, s/sec, us, ns; default ms)."""
+    x = num(value)
+    if x is None:
+        return None
+    u = (unit or "ms").strip().lower()
+    if u in ("s", "sec", "secs", "second", "seconds"):
+        return x * 1e3
+    if u in ("us", "µs", "μs", "usec"):
+        return x / 1e3
+    if u in ("ns", "nsec"):
+        return x / 1e6
+    return x
+
+
+def extra_json(extra: dict[str, Any]) -> str | None:
+    """``extra`` as strict JSON text (non-finite numbers as their names), or None if empty."""
+    if not extra:
+        return None
+    return json.dumps(_finite(extra), default=str, allow_nan=False, sort_keys=True)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def find_key(data: Any, key: str, depth: int = 4) -> Any:
+    """The first value under ``key`` anywhere in nested dicts (breadth first), else None."""
+    level = [data]
+    for _ in range(depth):
+        nxt = []
+        for node in level:
+            if isinstance(node, dict):
+                if node.get(key) is not None:
+                    return node[key]
+                nxt.extend(v for v in node.values() if isinstance(v, dict))
+        level = nxt
+    return None
+
+
+def fill_means(values: dict[str, Any]) -> None:
+    """Mean lengths and token rates from totals where the file gives totals only (exact)."""
+    completed = whole(values.get("completed"))
+    duration = num(values.get("duration_s"))
+    for total, mean in (("total_input_tokens", "input_len"), ("total_output_tokens", "output_len")):
+        t = num(values.get(total))
+        if values.get(mean) is None and t is not None and completed:
+            values[mean] = t / completed
+    t = num(values.get("total_input_tokens"))
+    if values.get("input_tok_s") is None and t is not None and duration:
+        values["input_tok_s"] = t / duration
