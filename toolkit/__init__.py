@@ -3,20 +3,68 @@
 The facade reads like a table of contents:
 
 - ``load_sglang_log``: SGLang server logs → ``events``, ``batches``, ``launches``, ``http``...
+- ``load_bench``: SGLang/vLLM/GenAI-Perf/AIPerf results and sweep CSVs → ``runs``, ``requests``
+- ``load_run``: a run directory (server log, results, traces, ``run.toml``) as one object
+- ``scaling_table``, ``scaling_gap``, ``crossover``, ``knee``: how each layout scales, and the gap
+- ``fit``, ``predict``, ``simulate``, ``what_if``: the PP/TP serving model, expected vs observed
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from toolkit.analyze.model import (
+    INCIDENT,
+    KIMI_K2,
+    Layout,
+    Params,
+    Workload,
+    admission,
+    expected_vs_observed,
+    fit,
+    incident_points,
+    predict,
+    what_if,
+    what_if_table,
+)
+from toolkit.analyze.model_sim import simulate
+from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
 from toolkit.errors import ParseError, ToolkitError, UnknownFormat
-from toolkit.load.sglang import SGLangLog, load_sglang_log
+from toolkit.load.bench import BenchResults, load_bench
+from toolkit.load.run import Run, load_run
+from toolkit.load.run_config import RunConfig, read_run_config
+from toolkit.load.sglang import Launch, SGLangLog, load_sglang_log
 
 __all__ = [
+    "INCIDENT",
+    "KIMI_K2",
+    "BenchResults",
+    "Launch",
+    "Layout",
+    "Params",
     "ParseError",
+    "Run",
+    "RunConfig",
     "SGLangLog",
     "ToolkitError",
     "UnknownFormat",
+    "Workload",
     "__version__",
+    "admission",
+    "crossover",
+    "expected_vs_observed",
+    "fit",
+    "frontier",
+    "incident_points",
+    "knee",
+    "load_bench",
+    "load_run",
     "load_sglang_log",
+    "predict",
+    "read_run_config",
+    "scaling_gap",
+    "scaling_table",
+    "simulate",
+    "what_if",
+    "what_if_table",
 ]

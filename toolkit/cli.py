@@ -9,8 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from toolkit import __version__
+from toolkit.commands_model import parse_what_if, run_model
+from toolkit.commands_scaling import run_scaling
 from toolkit.errors import ToolkitError
+from toolkit.load.bench import load_bench, sniff_bench_format
+from toolkit.load.bench_schema import BENCH_FORMATS
+from toolkit.load.run import load_run
 from toolkit.load.sglang import load_sglang_log
 from toolkit.load.sniff import expand, sniff
 
@@ -27,6 +34,25 @@ def main(argv: list[str] | None = None) -> int:
     parse.add_argument("--strict", action="store_true", help="fail on the first untypable line")
     parse.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     parse.set_defaults(run=_parse)
+
+    scaling = commands.add_parser(
+        "scaling", help="throughput vs concurrency: the gap between layouts"
+    )
+    scaling.add_argument("paths", nargs="+", type=Path, help="result files or run directories")
+    scaling.add_argument("--json", action="store_true", help="print one JSON object")
+    scaling.set_defaults(run=lambda a: run_scaling(a.paths, a.json))
+
+    model = commands.add_parser("model", help="the serving model: expected vs observed, what-if")
+    model.add_argument("paths", nargs="+", type=Path, help="run directories")
+    model.add_argument("--json", action="store_true", help="print one JSON object")
+    model.add_argument(
+        "--what-if",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an SGLang flag or workload change, e.g. pp_max_micro_batch_size=4",
+    )
+    model.set_defaults(run=_model)
 
     args = parser.parse_args(argv)
     try:
@@ -47,6 +73,10 @@ def _parse(args: argparse.Namespace) -> int:
         if fmt == "sglang-log":
             log = load_sglang_log(path, strict=args.strict, cache=not args.no_cache)
             files.extend(log.summary()["files"])
+            if sniff_bench_format(path) == "sglang-bench-text":
+                files.extend(load_bench(path, cache=not args.no_cache).summary())
+        elif fmt in BENCH_FORMATS:
+            files.extend(load_bench(path, cache=not args.no_cache).summary())
         else:
             files.append({"path": str(path), "format": fmt or "unknown"})
     if args.json:
@@ -72,7 +102,28 @@ def _finite(value: object) -> object:
     return value
 
 
+def _model(args: argparse.Namespace) -> int:
+    """Observed points of each run (its benchmark joined with its launch's settings) → model."""
+    frames = []
+    for path in args.paths:
+        run = load_run(path)
+        if run.bench is None:
+            raise ToolkitError(f"{path}: no benchmark results to compare the model with")
+        layout = run.layout()
+        runs = run.bench.runs.with_columns(
+            pl.lit(run.label).alias("label"),
+            pl.col("max_concurrency").alias("concurrency"),
+            *(pl.lit(v).alias(k) for k, v in layout.items() if k not in ("tp", "pp", "dp", "ep")),
+        )
+        frames.append(runs)
+    points = pl.concat(frames, how="diagonal_relaxed")
+    return run_model(points, parse_what_if(args.what_if), args.json)
+
+
 def _describe(f: dict[str, Any]) -> str:
+    if f["format"] in BENCH_FORMATS:
+        layouts = ", ".join(f["layouts"]) or "-"
+        return f"{f['path']}  [{f['format']}]\n  {f['runs']} benchmark runs; layouts: {layouts}"
     lines = [f"{f['path']}  [{f['format']}]"]
     if "lines" not in f:
         lines.append("  not recognized: no loader reads this format")

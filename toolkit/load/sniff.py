@@ -6,22 +6,25 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from toolkit.load.bench import sniff_bench_format
 from toolkit.load.lines import head_lines
 from toolkit.load.sglang_lines import BRACKET
 
-_SGLANG_HINTS = re.compile(
+_SERVER_HINTS = re.compile(
     BRACKET
-    + r"|(?:Decode|Prefill) batch[.,( \[]|server_args=|max_total_num_tokens=|sglang"
-    + r"|The server is fired up"
+    + r"|(?:Decode|Prefill) batch(?:[.,] #| \[\d+\], #|\(mixed )"
+    + r"|server_args=(?:ServerArgs\(|\{)|max_total_num_tokens=\d|The server is fired up"
 )
 
 
 def sniff(path: Path) -> str | None:
-    """The format name of a file (``sglang-log``), or None when nothing matches."""
-    head = head_lines(path, n=2000)
-    if any(_SGLANG_HINTS.search(line) for line in head):
-        return "sglang-log"
-    return None
+    """The format name of a file (``sglang-log``, a benchmark format...), or None."""
+    bench = sniff_bench_format(path)
+    if bench is not None and bench != "sglang-bench-text":
+        return bench  # JSON/CSV results: "sglang" in them names a backend, not a server log
+    if any(_SERVER_HINTS.search(line) for line in head_lines(path, n=2000)):
+        return "sglang-log"  # may also hold printed benchmark blocks: both are read
+    return bench
 
 
 def expand(paths: list[Path]) -> Iterator[Path]:

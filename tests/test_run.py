@@ -1,0 +1,51 @@
+"""Run directories: files grouped by recognized format, label and layout from the launch."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from toolkit import ToolkitError, load_run
+from toolkit.cli import main
+
+RUNS = Path(__file__).parent / "data" / "bench" / "runs"
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    """A copy: reading a server log writes its cache beside it."""
+    shutil.copytree(RUNS, tmp_path / "runs")
+    return tmp_path / "runs"
+
+
+def test_tp8_run_is_labelled_from_its_launch(runs: Path) -> None:
+    run = load_run(runs / "tp8")
+    assert "sglang-log" in run.files
+    assert run.label == "TP8"
+    layout = run.layout()
+    assert (layout["tp"], layout["pp"]) == (8, 1)
+    assert run.bench is not None and run.bench.runs.height > 0
+    assert set(run.bench.runs.get_column("label")) == {"TP8"}
+
+
+def test_not_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(ToolkitError, match="not a run directory"):
+        load_run(tmp_path / "missing")
+
+
+def test_model_command_on_run_directories(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["model", "--json", str(runs / "pp8"), str(runs / "tp8")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    labels = {p["label"] for p in out["points"]}
+    assert labels == {"PP8", "TP8"}
+    for point in out["points"]:
+        assert set(point) >= {"concurrency", "observed_tok_s", "expected_tok_s", "residual_pct"}
+
+
+def test_model_command_needs_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["model", str(tmp_path / "empty")]) == 2
+    assert "no benchmark results" in capsys.readouterr().err
