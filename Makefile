@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/ppscope parse data/
+	$(BIN)/ppscope parse data/incident
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
