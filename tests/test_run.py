@@ -49,3 +49,34 @@ def test_model_command_needs_results(tmp_path: Path, capsys: pytest.CaptureFixtu
     (tmp_path / "empty").mkdir()
     assert main(["model", str(tmp_path / "empty")]) == 2
     assert "no benchmark results" in capsys.readouterr().err
+
+
+def test_incident_run_has_log_trace_and_results(tmp_path: Path) -> None:
+    source = Path(__file__).parent.parent / "data" / "incident" / "pp8"
+    shutil.copytree(source, tmp_path / "pp8")
+    run = load_run(tmp_path / "pp8")
+    assert run.label == "PP8" and run.config.synthetic
+    assert run.interconnect == "pcie"
+    assert run.gpu is not None
+    assert run.gpu.samples.get_column("gpu").n_unique() == 8
+    assert run.bench is not None
+    assert sorted(run.bench.runs.get_column("max_concurrency").to_list()) == [
+        1,
+        2,
+        4,
+        8,
+        16,
+        32,
+        64,
+    ]
+    layout = run.layout()
+    assert (layout["pp"], layout["pp_async_batch_depth"]) == (8, 8)
+    assert layout["max_running_requests"] is not None  # resolved from the startup summary
+
+
+def test_parse_json_reports_gpu_traces(capsys: pytest.CaptureFixture[str]) -> None:
+    path = Path(__file__).parent.parent / "data" / "incident" / "tp8" / "gpu.csv"
+    assert main(["parse", "--json", str(path)]) == 0
+    (f,) = json.loads(capsys.readouterr().out)["files"]
+    assert (f["format"], f["gpus"]) == ("nvidia-smi-csv", 8)
+    assert f["samples"] > 0 and "util_pct" in f["metrics"]

@@ -3,6 +3,7 @@
 The facade reads like a table of contents:
 
 - ``load_sglang_log``: SGLang server logs → ``events``, ``batches``, ``launches``, ``http``...
+- ``load_gpu_trace``, ``load_topology``, ``gpu_roles``: GPU traces, links, GPU → pipeline stage
 - ``load_bench``: SGLang/vLLM/GenAI-Perf/AIPerf results and sweep CSVs → ``runs``, ``requests``
 - ``load_run``: a run directory (server log, results, traces, ``run.toml``) as one object
 - ``scaling_table``, ``scaling_gap``, ``crossover``, ``knee``: how each layout scales, and the gap
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from toolkit.analyze.gpu import align, busy_share, downsample, oscillation, stage_comparison
 from toolkit.analyze.model import (
     INCIDENT,
     KIMI_K2,
@@ -31,6 +33,15 @@ from toolkit.analyze.model_sim import simulate
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
 from toolkit.errors import ParseError, ToolkitError, UnknownFormat
 from toolkit.load.bench import BenchResults, load_bench
+from toolkit.load.gpu_trace import (
+    GpuTrace,
+    Topology,
+    gpu_roles,
+    load_compute_apps,
+    load_gpu_list,
+    load_gpu_trace,
+    load_topology,
+)
 from toolkit.load.run import Run, load_run
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang import Launch, SGLangLog, load_sglang_log
@@ -39,6 +50,7 @@ __all__ = [
     "INCIDENT",
     "KIMI_K2",
     "BenchResults",
+    "GpuTrace",
     "Launch",
     "Layout",
     "Params",
@@ -47,24 +59,35 @@ __all__ = [
     "RunConfig",
     "SGLangLog",
     "ToolkitError",
+    "Topology",
     "UnknownFormat",
     "Workload",
     "__version__",
     "admission",
+    "align",
+    "busy_share",
     "crossover",
+    "downsample",
     "expected_vs_observed",
     "fit",
     "frontier",
+    "gpu_roles",
     "incident_points",
     "knee",
     "load_bench",
+    "load_compute_apps",
+    "load_gpu_list",
+    "load_gpu_trace",
     "load_run",
     "load_sglang_log",
+    "load_topology",
+    "oscillation",
     "predict",
     "read_run_config",
     "scaling_gap",
     "scaling_table",
     "simulate",
+    "stage_comparison",
     "what_if",
     "what_if_table",
 ]

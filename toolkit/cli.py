@@ -17,7 +17,9 @@ from toolkit.commands_scaling import run_scaling
 from toolkit.errors import ToolkitError
 from toolkit.load.bench import load_bench, sniff_bench_format
 from toolkit.load.bench_schema import BENCH_FORMATS
+from toolkit.load.gpu_trace import GPU_FORMATS, summarize_gpu_file
 from toolkit.load.run import load_run
+from toolkit.load.run_config import read_run_config
 from toolkit.load.sglang import load_sglang_log
 from toolkit.load.sniff import expand, sniff
 
@@ -70,13 +72,20 @@ def _parse(args: argparse.Namespace) -> int:
         if not path.exists():
             raise ToolkitError(f"{path}: no such file or directory")
         fmt = sniff(path)
-        if fmt == "sglang-log":
+        if path.name == "run.toml":
+            config = read_run_config(path.parent)  # checked: a typo in a key is an error
+            files.append({"path": str(path), "format": "run-config", "label": config.label,
+                          "synthetic": config.synthetic})  # fmt: skip
+        elif fmt == "sglang-log":
             log = load_sglang_log(path, strict=args.strict, cache=not args.no_cache)
             files.extend(log.summary()["files"])
             if sniff_bench_format(path) == "sglang-bench-text":
                 files.extend(load_bench(path, cache=not args.no_cache).summary())
         elif fmt in BENCH_FORMATS:
             files.extend(load_bench(path, cache=not args.no_cache).summary())
+        elif fmt in GPU_FORMATS:
+            fields = read_run_config(path.parent).gpu_trace_fields
+            files.append(summarize_gpu_file(path, fields=fields, strict=args.strict))
         else:
             files.append({"path": str(path), "format": fmt or "unknown"})
     if args.json:
@@ -121,6 +130,11 @@ def _model(args: argparse.Namespace) -> int:
 
 
 def _describe(f: dict[str, Any]) -> str:
+    if f["format"] == "run-config":
+        synthetic = " (synthetic data)" if f["synthetic"] else ""
+        return f"{f['path']}  [run-config]\n  label {f['label'] or '-'}{synthetic}"
+    if f["format"] in GPU_FORMATS:
+        return _describe_gpu(f)
     if f["format"] in BENCH_FORMATS:
         layouts = ", ".join(f["layouts"]) or "-"
         return f"{f['path']}  [{f['format']}]\n  {f['runs']} benchmark runs; layouts: {layouts}"
@@ -161,6 +175,27 @@ def _describe(f: dict[str, Any]) -> str:
             lines.append(f"    max_total_num_tokens={mt}")
     for row in f["first_unrecognized"]:
         lines.append(f"  unrecognized line {row['lineno']}: {str(row['line'])[:100]}")
+    return "\n".join(lines)
+
+
+def _describe_gpu(f: dict[str, Any]) -> str:
+    lines = [f"{f['path']}  [{f['format']}]"]
+    if "samples" in f:
+        lines.append(
+            f"  {f['lines']} lines: {f['samples']} samples of {f['gpus']} GPUs, "
+            f"{f['skipped']} other lines ({f['problems']} problems), "
+            f"{f['unavailable']} cells without a value"
+        )
+        lines.append(f"  metrics: {', '.join(f['metrics'])}")
+    else:
+        facts = {k: v for k, v in f.items() if k not in ("path", "format", "notes")}
+        lines.append(
+            "  " + ", ".join(f"{k} {v}" for k, v in facts.items() if not isinstance(v, list | dict))
+        )
+    for problem in f.get("first_problems", []):
+        lines.append(f"  problem: {problem}")
+    for note in f.get("notes", []):
+        lines.append(f"  note: {note}")
     return "\n".join(lines)
 
 

@@ -14,10 +14,13 @@ from typing import Any
 from toolkit.errors import ToolkitError
 from toolkit.load.bench import BenchResults, load_bench
 from toolkit.load.bench_common import layout_label, layout_of
+from toolkit.load.bench_schema import BENCH_FORMATS
+from toolkit.load.gpu_trace import TRACE_FORMATS, GpuTrace, Topology, load_gpu_trace, load_topology
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sniff import expand, sniff
 
+_MAY_HOLD_RESULTS = (*BENCH_FORMATS, "sglang-log")
 # Scheduler settings that decide how a layout behaves, as the serving model names them.
 LAYOUT_KEYS = (
     "pp_async_batch_depth",
@@ -44,9 +47,32 @@ class Run:
         return load_sglang_log(paths, cache=self.cache) if paths else None
 
     @cached_property
+    def gpu(self) -> GpuTrace | None:
+        """The GPU telemetry of the run, shifted by ``run.toml``'s ``clock_offset_s``, or None."""
+        paths = [p for fmt in TRACE_FORMATS for p in self.files.get(fmt, [])]
+        if not paths:
+            return None
+        return load_gpu_trace(
+            paths, fields=self.config.gpu_trace_fields, clock_offset_s=self.config.clock_offset_s
+        )
+
+    @cached_property
+    def topology(self) -> Topology | None:
+        """``nvidia-smi topo -m`` of the run's machine, or None."""
+        paths = self.files.get("nvidia-smi-topo", [])
+        return load_topology(paths[0]) if paths else None
+
+    @property
+    def interconnect(self) -> str | None:
+        """``pcie`` or ``nvlink``: from ``run.toml``, else from the topology."""
+        if self.config.interconnect:
+            return self.config.interconnect
+        return self.topology.interconnect if self.topology is not None else None
+
+    @cached_property
     def bench(self) -> BenchResults | None:
         """Benchmark results found in the run (files or printed blocks), or None."""
-        paths = [p for fmt, ps in self.files.items() for p in ps if fmt != "unknown"]
+        paths = [p for fmt, ps in self.files.items() for p in ps if fmt in _MAY_HOLD_RESULTS]
         if not paths:
             return None
         try:

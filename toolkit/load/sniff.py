@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from toolkit.load.bench import sniff_bench_format
+from toolkit.load.gpu_trace import sniff_gpu_format
 from toolkit.load.lines import head_lines
 from toolkit.load.sglang_lines import BRACKET
 
@@ -18,7 +19,10 @@ _SERVER_HINTS = re.compile(
 
 
 def sniff(path: Path) -> str | None:
-    """The format name of a file (``sglang-log``, a benchmark format...), or None."""
+    """The format name of a file (``sglang-log``, a GPU or benchmark format), or None."""
+    gpu = sniff_gpu_format(path)
+    if gpu is not None:
+        return gpu  # first: a process list may name "sglang::scheduler"
     bench = sniff_bench_format(path)
     if bench is not None and bench != "sglang-bench-text":
         return bench  # JSON/CSV results: "sglang" in them names a backend, not a server log
