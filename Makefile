@@ -20,6 +20,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/gpu_bench.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
