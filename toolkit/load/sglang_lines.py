@@ -3,7 +3,8 @@
 One lazy polars query per file: cut the wrapper (journald, docker, ...), find SGLang's
 ``[date time RANKS]`` bracket anywhere in the line (tqdm bars may be glued in front), classify
 the message by its first characters, and type batch fields by position against the key
-*shapes* seen in a sample of the file. Capture regexes never run over every line.
+*shapes* seen in a sample of the file. The few capture regexes are anchored, so they give up at
+the first character of every line they do not concern.
 
 Batch lines whose shape was not sampled are flagged ``unresolved``; ``type_by_key`` types them
 afterwards, key by key, and the Python reference reader settles what is left.
