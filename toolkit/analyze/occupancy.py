@@ -1,0 +1,386 @@
+"""Micro-batch slot occupancy: how many PP slots really held requests, phase by phase.
+
+Under pipeline parallelism ``#running-req`` in a decode line is the size of **one** micro-batch
+slot (the one that hit the 40-step log boundary), not the scheduler's total, while ``#token``
+counts the KV tokens of *all* slots (scheduler notes §1.4). So
+
+    running ≈ #token / mean context,   active slots ≈ running / #running-req
+
+where the mean context is prompt + tokens generated so far. The prompt length comes from the
+benchmark (``input_len``) or from the Prefill lines (``#new-token`` per ``#new-seq``, chunk
+splits accounted for); the generated part from the integrated ``gen throughput`` while the
+first wave of requests is still running, else half the output length (requests at all stages
+of their life); a sharp drop of ``#token`` (a closed-loop wave finishing together) restarts
+the count. ``occupancy_summary`` cross-checks each phase against a replay of SGLang's
+admission (``toolkit.analyze.model.admission``) with the launch's chunk budget and slot cap.
+
+A *phase* is one stretch of decoding, normally one benchmark run of a concurrency sweep;
+``decode_phases`` finds them from gaps in the decode lines and gives each the concurrency the
+benchmark offered. Each phase is judged on its own.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import polars as pl
+
+from toolkit.analyze.model import Layout, Workload, admission
+from toolkit.analyze.stages import reference_lines
+from toolkit.errors import ToolkitError
+from toolkit.schema import Column, schema_of
+
+__all__ = [
+    "OCCUPANCY",
+    "OCCUPANCY_PHASES",
+    "PHASES",
+    "decode_phases",
+    "occupancy_summary",
+    "prompt_length",
+    "slot_occupancy",
+]
+
+_I, _F, _S, _T = pl.Int64(), pl.Float64(), pl.String(), pl.Datetime("ms")
+
+PHASE_COLUMNS: tuple[Column, ...] = (
+    Column("phase", _I, "0-based stretch of decoding, in time order"),
+    Column("start", _T, "first decode line of the phase"),
+    Column("end", _T, "last decode line of the phase"),
+    Column("decode_lines", _I, "decode lines of the reference stage in the phase"),
+    Column("offered", _I, "requests the benchmark kept in flight; null = unknown"),
+    Column("input_len", _F, "prompt tokens per request (benchmark, else Prefill lines)"),
+    Column("output_len", _F, "generated tokens per request (benchmark); null = unknown"),
+    Column("input_len_from", _S, "benchmark or prefill lines"),
+    Column("bench_tok_s", _F, "output tok/s the benchmark measured for the phase"),
+)
+PHASES = schema_of(PHASE_COLUMNS)
+
+OCCUPANCY_COLUMNS: tuple[Column, ...] = (
+    Column("ts", _T, "time of the decode line (reference stage)"),
+    Column("phase", _I, "phase the line belongs to"),
+    Column("offered", _I, "requests the benchmark kept in flight; null = unknown"),
+    Column("running_req", _I, "logged #running-req: ONE micro-batch slot under PP"),
+    Column("token", _I, "#token: KV tokens of all slots"),
+    Column("token_usage", _F, "KV pool in use, 0–1"),
+    Column("queue_req", _I, "#queue-req: requests waiting for admission"),
+    Column("gen_tok_s", _F, "gen throughput of the line's window, tok/s"),
+    Column("generated_est", _F, "estimated tokens generated so far per running request"),
+    Column("mean_context", _F, "estimated tokens per running request: prompt + generated"),
+    Column("running_est", _F, "#token / mean_context: requests the KV pool holds"),
+    Column("active_slots_est", _F, "running_est / #running-req: slots holding requests"),
+    Column("stages", _I, "pp_size"),
+    Column("slots", _I, "pp_loop_size = pp_size + pp_async_batch_depth (1 without PP)"),
+)
+OCCUPANCY = schema_of(OCCUPANCY_COLUMNS)
+
+MIN_PHASE_GAP_S = 2.0
+"""No pause shorter than this separates two phases."""
+
+WAVE_DROP = 0.9
+"""``#token`` falling below this share of the previous line's marks a wave of requests ending."""
+
+UNGUIDED_GAP_S = 4.0
+"""Without benchmark runs to match, a pause must be this long to start a phase."""
+
+PREFILL_LOOKBACK_S = 30.0
+"""Prefill lines this long before a phase's first decode line still belong to the phase."""
+
+OCCUPANCY_PHASE_COLUMNS: tuple[Column, ...] = (
+    Column("phase", _I, "phase"),
+    Column("offered", _I, "requests the benchmark kept in flight; null = unknown"),
+    Column("steady_lines", _I, "decode lines at ≥ 80 % of the phase's peak running estimate"),
+    Column("running_est", _F, "median requests running (from #token)"),
+    Column("slot_req", _F, "median logged #running-req (one slot)"),
+    Column("slot_req_max", _I, "largest logged #running-req"),
+    Column("active_slots_est", _F, "median active slots: running_est / #running-req"),
+    Column("queue_req", _F, "median #queue-req"),
+    Column("token_usage", _F, "median KV pool usage"),
+    Column("gen_tok_s", _F, "median gen throughput, tok/s"),
+    Column("stages", _I, "pp_size"),
+    Column("slots", _I, "pp_loop_size"),
+    Column("replay", _S, "admission replay of the offered burst: slots × requests (e.g. 4×8)"),
+    Column("replay_active", _I, "slots the replay fills"),
+    Column("replay_slot_max", _I, "largest slot in the replay"),
+)
+OCCUPANCY_PHASES = schema_of(OCCUPANCY_PHASE_COLUMNS)
+
+
+def prompt_length(prefill: pl.DataFrame, chunked_prefill_size: int | None = None) -> float | None:
+    """Mean prompt tokens per request from Prefill lines of one stage; None without any.
+
+    A pass that fills the chunk budget ends with a request cut in two, whose rest shows up as
+    one more ``#new-seq`` in the next pass; those continuations are not counted as requests.
+    """
+    if not {"new_seq", "new_token"} <= set(prefill.columns):
+        return None
+    df = prefill.filter(pl.col("new_seq").is_not_null() & pl.col("new_token").is_not_null())
+    if not df.height:
+        return None
+    cached = pl.col("cached_token").fill_null(0) if "cached_token" in df.columns else pl.lit(0)
+    tokens = float(df.select((pl.col("new_token") + cached).sum()).item() or 0)
+    seqs = int(df["new_seq"].sum() or 0)
+    if chunked_prefill_size and chunked_prefill_size > 0:
+        full = df.filter(pl.col("new_token") >= chunked_prefill_size)
+        # A full pass whose successor is the phase's last never splits into a next pass.
+        seqs -= min(full.height, max(df.height - 1, 0))
+    return tokens / seqs if seqs > 0 and tokens > 0 else None
+
+
+def decode_phases(
+    batches: pl.DataFrame,
+    bench_runs: pl.DataFrame | None = None,
+    *,
+    gap_s: float | None = None,
+    chunked_prefill_size: int | None = None,
+) -> pl.DataFrame:
+    """Stretches of decoding and the concurrency each was offered (schema ``PHASES``).
+
+    Parameters
+    ----------
+    batches
+        ``SGLangLog.batches`` of one launch.
+    bench_runs
+        The run's benchmark results (``load_bench(...).runs``), in the order they ran. When
+        there are as many runs as phases they are matched in order; a single concurrency is
+        given to every phase; otherwise ``offered`` stays null.
+    gap_s
+        A pause between decode lines longer than this starts a new phase. By default a pause
+        starts one when it is at least 4 s and twice the line interval around it (a PP
+        layout with one busy slot logs every few seconds, a full one several times a second);
+        with ``n`` benchmark runs, the ``n − 1`` most outstanding pauses are taken instead.
+    """
+    decode = reference_lines(batches, "decode").sort("ts")
+    prefill = reference_lines(batches, "prefill").sort("ts")
+    if not decode.height:
+        return pl.DataFrame(schema=PHASES)
+    runs = bench_runs.height if bench_runs is not None else None
+    breaks = _phase_breaks(decode["ts"], gap_s, runs)
+    decode = decode.with_columns(_phase=pl.Series(breaks).cum_sum().cast(_I))
+    spans = (
+        decode.group_by("_phase")
+        .agg(start=pl.col("ts").min(), end=pl.col("ts").max(), decode_lines=pl.len())
+        .sort("_phase")
+    )
+    bench = _bench_for(spans.height, bench_runs)
+    rows = []
+    previous_end = None
+    for i, span in enumerate(spans.iter_rows(named=True)):
+        # The burst that starts a phase is prefilled just before its first decode line; older
+        # prefill lines (a warm-up request minutes earlier) say nothing about its prompts.
+        lookback = span["start"] - timedelta(seconds=PREFILL_LOOKBACK_S)
+        window = prefill.filter(pl.col("ts").is_between(lookback, span["end"]))
+        if previous_end is not None:
+            window = window.filter(pl.col("ts") > previous_end)
+        previous_end = span["end"]
+        b = bench[i] if bench is not None else {}
+        isl, isl_from = b.get("input_len"), "benchmark"
+        if isl is None:
+            isl, isl_from = prompt_length(window, chunked_prefill_size), "prefill lines"
+        rows.append(
+            {
+                "phase": i,
+                "start": span["start"],
+                "end": span["end"],
+                "decode_lines": span["decode_lines"],
+                "offered": b.get("offered"),
+                "input_len": isl,
+                "output_len": b.get("output_len"),
+                "input_len_from": isl_from if isl is not None else None,
+                "bench_tok_s": b.get("output_tok_s"),
+            }
+        )
+    return pl.DataFrame(rows, schema=PHASES, orient="row")
+
+
+def _phase_breaks(ts: pl.Series, gap_s: float | None, runs: int | None) -> list[bool]:
+    """For each decode line: does a new phase start there?"""
+    gaps = (ts.diff().dt.total_milliseconds() / 1000.0).alias("gap")
+    if gap_s is not None:
+        return (gaps > gap_s).fill_null(False).to_list()
+    # How outstanding a pause is: over the typical interval just before and just after it.
+    frame = pl.DataFrame(gaps).with_columns(
+        before=pl.col("gap").shift(1).rolling_median(3, min_samples=1),
+        after=pl.col("gap").reverse().shift(1).rolling_median(3, min_samples=1).reverse(),
+    )
+    local = pl.max_horizontal(pl.col("before").fill_null(0.0), pl.col("after").fill_null(0.0))
+    frame = frame.with_columns(
+        score=pl.when(local > 0).then(pl.col("gap") / local).otherwise(float("inf")),
+        index=pl.int_range(pl.len()),
+    )
+    candidates = frame.filter(pl.col("gap") >= MIN_PHASE_GAP_S)
+    if runs is not None and runs > 1 and candidates.height >= runs - 1:
+        chosen = candidates.sort("score", descending=True, maintain_order=True).head(runs - 1)
+    else:
+        # Unguided, a refill of a closed-loop benchmark (all requests finish together, the next
+        # wave prefills) pauses the lines for a second or two: not a new phase.
+        chosen = candidates.filter((pl.col("gap") >= UNGUIDED_GAP_S) & (pl.col("score") >= 2.0))
+    starts = set(chosen["index"].to_list())
+    return [i in starts for i in range(frame.height)]
+
+
+def _bench_for(n_phases: int, runs: pl.DataFrame | None) -> list[dict[str, object]] | None:
+    """One benchmark run per phase, or None when they cannot be matched."""
+    if runs is None or not runs.height:
+        return None
+    order = [c for c in ("ts", "entry", "run") if c in runs.columns]
+    runs = runs.sort(order, nulls_last=True) if order else runs
+    concurrency = "max_concurrency" if "max_concurrency" in runs.columns else "concurrency"
+    rows = [
+        {
+            "offered": _whole(r.get(concurrency) or r.get("concurrency")),
+            "input_len": r.get("input_len"),
+            "output_len": r.get("output_len"),
+            "output_tok_s": r.get("output_tok_s"),
+        }
+        for r in runs.iter_rows(named=True)
+    ]
+    if len(rows) == n_phases:
+        return rows
+    if len({r["offered"] for r in rows}) == 1:
+        return [rows[0]] * n_phases
+    return None
+
+
+def _whole(x: object) -> int | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float) and math.isfinite(x):
+        return round(x)
+    return None
+
+
+def slot_occupancy(
+    batches: pl.DataFrame,
+    phases: pl.DataFrame | None = None,
+    *,
+    pp_size: int = 1,
+    async_depth: int = 0,
+) -> pl.DataFrame:
+    """Per decode line of the reference stage: logged slot size vs estimated running requests
+    and active slots (schema ``OCCUPANCY``).
+
+    Parameters
+    ----------
+    batches
+        ``SGLangLog.batches`` of one launch.
+    phases
+        ``decode_phases`` of the same batches (computed when not given).
+    pp_size, async_depth
+        The launch's ``pp_size`` and ``pp_async_batch_depth``.
+    """
+    if phases is None:
+        phases = decode_phases(batches)
+    decode = reference_lines(batches, "decode").sort("ts")
+    if not decode.height or not phases.height:
+        return pl.DataFrame(schema=OCCUPANCY)
+    tagged = decode.join_asof(
+        phases.select("start", "phase", "offered", "input_len", "output_len").sort("start"),
+        left_on="ts",
+        right_on="start",
+    )
+    interval = (pl.col("ts").diff().dt.total_milliseconds() / 1000.0).over("phase")
+    # The first line of a phase covers 40 steps since decoding began: use the median interval.
+    first_interval = interval.median().over("phase")
+    # A closed-loop benchmark with equal output lengths finishes a whole wave of requests at
+    # once: #token drops and the next wave starts from its prompts. The tokens generated per
+    # request are counted from the start of the phase or the last such drop.
+    drop = (pl.col("token") < WAVE_DROP * pl.col("token").shift(1)).over("phase")
+    tagged = tagged.with_columns(
+        _window=pl.coalesce(interval, first_interval, pl.lit(0.0)),
+        _wave=drop.fill_null(False).cum_sum().over("phase"),
+    )
+    made = pl.col("gen_tok_s").fill_null(0.0) * pl.col("_window")
+    # The new wave began somewhere inside the window of the line that shows the drop.
+    first_in_wave = pl.int_range(pl.len()).over("phase", "_wave") == 0
+    made = pl.when(first_in_wave & (pl.col("_wave") > 0)).then(made / 2).otherwise(made)
+    tagged = tagged.with_columns(_generated=made.cum_sum().over("phase", "_wave"))
+    isl = pl.col("input_len")
+    osl = pl.coalesce(pl.col("output_len"), isl)  # unknown output: assume about the prompt
+    first_wave = (pl.col("token") - pl.col("_generated")) / isl
+    per_request = pl.col("_generated") / first_wave
+    in_first_wave = (first_wave > 0) & (per_request <= osl)
+    generated = pl.when(in_first_wave).then(per_request).otherwise(osl / 2.0)
+    slots = pp_size + async_depth if pp_size > 1 else 1
+    out = tagged.with_columns(generated_est=generated).with_columns(
+        mean_context=isl + pl.col("generated_est"),
+    )
+    out = out.with_columns(running_est=pl.col("token") / pl.col("mean_context")).with_columns(
+        active_slots_est=pl.when(pl.col("running_req") > 0).then(
+            pl.col("running_est") / pl.col("running_req")
+        ),
+        stages=pl.lit(pp_size),
+        slots=pl.lit(slots),
+    )
+    return out.select(OCCUPANCY.names()).cast(dict(OCCUPANCY))
+
+
+def occupancy_summary(
+    occupancy: pl.DataFrame,
+    phases: pl.DataFrame,
+    layout: Layout | None = None,
+) -> pl.DataFrame:
+    """Per phase: the steady occupancy and an admission replay of the offered burst (schema
+    ``OCCUPANCY_PHASES``).
+
+    Steady lines are those at ≥ 80 % of the phase's peak running estimate, which leaves out the
+    ramp after the burst and the drain at the end. The replay admits ``offered`` requests (else
+    the running estimate) of the phase's lengths into the launch's slots (§1.2): when it fills
+    the same number of slots as the logs imply, the slot estimate is confirmed.
+    """
+    if not occupancy.height:
+        return pl.DataFrame(schema=OCCUPANCY_PHASES)
+    peak = pl.col("running_est").max().over("phase")
+    steady = occupancy.filter(pl.col("running_est") >= 0.8 * peak)
+    agg = (
+        steady.group_by("phase")
+        .agg(
+            offered=pl.col("offered").first(),
+            steady_lines=pl.len(),
+            running_est=pl.col("running_est").median(),
+            slot_req=pl.col("running_req").cast(_F).median(),
+            slot_req_max=pl.col("running_req").max(),
+            active_slots_est=pl.col("active_slots_est").median(),
+            queue_req=pl.col("queue_req").cast(_F).median(),
+            token_usage=pl.col("token_usage").median(),
+            gen_tok_s=pl.col("gen_tok_s").median(),
+            stages=pl.col("stages").first(),
+            slots=pl.col("slots").first(),
+        )
+        .sort("phase")
+    )
+    lengths = {r["phase"]: r for r in phases.iter_rows(named=True)}
+    replays = []
+    for r in agg.iter_rows(named=True):
+        replays.append(_replay(layout, r, lengths.get(r["phase"], {})))
+    agg = agg.with_columns(
+        replay=pl.Series([x[0] for x in replays], dtype=_S),
+        replay_active=pl.Series([x[1] for x in replays], dtype=_I),
+        replay_slot_max=pl.Series([x[2] for x in replays], dtype=_I),
+    )
+    return agg.select(OCCUPANCY_PHASES.names()).cast(dict(OCCUPANCY_PHASES))
+
+
+def _replay(
+    layout: Layout | None, row: dict[str, object], phase: dict[str, object]
+) -> tuple[str | None, int | None, int | None]:
+    if layout is None:
+        return None, None, None
+    c = row["offered"]
+    if c is None and isinstance(row["running_est"], float) and math.isfinite(row["running_est"]):
+        c = round(row["running_est"])
+    isl, osl = phase.get("input_len"), phase.get("output_len")
+    if not isinstance(c, int) or c < 1 or not isinstance(isl, float) or not math.isfinite(isl):
+        return None, None, None
+    out = osl if isinstance(osl, float) and math.isfinite(osl) and osl >= 1 else isl
+    try:
+        occupancy = admission(layout, Workload(c, max(round(isl), 1), max(round(out), 1)))
+    except ToolkitError:  # a request that can never fit the pool: no replay, not a crash
+        return None, None, None
+    sizes = [b for b in occupancy if b > 0]
+    if not sizes:
+        return "empty", 0, 0
+    shape = f"{len(sizes)}×{sizes[0]}" if len(set(sizes)) == 1 else "+".join(map(str, sizes))
+    return shape, len(sizes), max(sizes)

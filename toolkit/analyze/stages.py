@@ -1,0 +1,541 @@
+"""Per pipeline stage: batch events on one clock, log-ordinal alignment, desync, cadence, load.
+
+Every PP stage runs the same scheduler on the same request stream and counts its decode
+micro-batches the same way, so all stages print their n-th ``Decode batch`` line for the
+*same* micro-batch, with the same ``#running-req`` and ``#token`` (scheduler notes §1.4).
+Lock-step lines are therefore the baseline; the fault is a **desync**: stages that disagree at
+the same log ordinal (a correctness bug, cf. sgl-project/sglang#28424).
+
+A decode line closes a window of ``decode_log_interval`` (40) micro-batch decode steps on its
+rank, so the interval between a rank's lines gives the step cadence, and
+``T_round = step × active slots`` (§3, "timings you can derive").
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import polars as pl
+
+from toolkit.schema import Column, schema_of
+
+__all__ = [
+    "GPU_SERIES",
+    "PHASE_BUSY",
+    "STAGE_BUSY",
+    "STAGE_CADENCE",
+    "STAGE_DESYNC",
+    "STAGE_TIMELINE",
+    "desync_share",
+    "phase_busy",
+    "reference_lines",
+    "stage_busy",
+    "stage_cadence",
+    "stage_desync",
+    "stage_gpu_series",
+    "stage_timeline",
+]
+
+LOG_INTERVAL = 40
+"""SGLang's default ``decode_log_interval``: micro-batch decode steps per decode line."""
+
+_I, _F, _S, _B, _T = pl.Int64(), pl.Float64(), pl.String(), pl.Boolean(), pl.Datetime("ms")
+
+STAGE_TIMELINE_COLUMNS: tuple[Column, ...] = (
+    Column("ts", _T, "time the stage printed the line"),
+    Column("dp", _I, "data-parallel rank (0 without DP)"),
+    Column("pp", _I, "pipeline stage (0 without PP)"),
+    Column("kind", _S, "prefill or decode"),
+    Column(
+        "ordinal",
+        _I,
+        "0-based count of this kind of line, aligned to the reference stage's; null = a line "
+        "the reference stage lacks",
+    ),
+    Column("running_req", _I, "#running-req: one micro-batch slot under PP"),
+    Column("token", _I, "#token: KV tokens in use"),
+    Column("token_usage", _F, "KV pool in use, 0–1"),
+    Column("queue_req", _I, "#queue-req: waiting requests (global)"),
+    Column("gen_tok_s", _F, "decode: tokens/s over the line's window (≈ whole-model rate)"),
+    Column("cuda_graph", _B, "the micro-batch ran a captured graph"),
+    Column("new_seq", _I, "prefill: requests in the batch"),
+    Column("new_token", _I, "prefill: prompt tokens in the batch"),
+    Column("fwd_occupancy_pct", _F, "device time busy in forward, % (≥0.5.16 metrics)"),
+    Column("lag_s", _F, "seconds after the first stage printed the same ordinal"),
+    Column("complete", _B, "every stage printed this ordinal"),
+    Column(
+        "agrees",
+        _B,
+        "same #running-req and #token as stage 0 at this ordinal; null = cannot compare",
+    ),
+    Column("interval_s", _F, "seconds since this stage's previous line of the same kind"),
+    Column("step_ms", _F, "decode: interval / decode_log_interval = one micro-batch step, ms"),
+)
+STAGE_TIMELINE = schema_of(STAGE_TIMELINE_COLUMNS)
+
+STAGE_DESYNC_COLUMNS: tuple[Column, ...] = (
+    Column("dp", _I, "data-parallel rank"),
+    Column("kind", _S, "prefill or decode"),
+    Column("ordinal", _I, "log ordinal every stage printed"),
+    Column("ts", _T, "first stage's time"),
+    Column("stages", _I, "stages that printed it"),
+    Column("running_req_min", _I, "smallest #running-req among the stages"),
+    Column("running_req_max", _I, "largest #running-req among the stages"),
+    Column("token_min", _I, "smallest #token among the stages"),
+    Column("token_max", _I, "largest #token among the stages"),
+    Column("spread_s", _F, "last minus first stage's time, s"),
+    Column("agrees", _B, "all stages printed the same #running-req and #token"),
+)
+STAGE_DESYNC = schema_of(STAGE_DESYNC_COLUMNS)
+
+STAGE_CADENCE_COLUMNS: tuple[Column, ...] = (
+    Column("dp", _I, "data-parallel rank"),
+    Column("pp", _I, "pipeline stage"),
+    Column("decode_lines", _I, "decode lines of the stage"),
+    Column("interval_s", _F, "median seconds between the stage's decode lines"),
+    Column("step_ms", _F, "one micro-batch decode step: interval / decode_log_interval, ms"),
+    Column("round_ms", _F, "T_round = step × active slots (= TPOT), ms; null if unknown"),
+    Column("gen_tok_s", _F, "median gen throughput of the stage's decode lines"),
+    Column("tokens_per_round", _F, "gen_tok_s × T_round ≈ requests decoding (consistency check)"),
+)
+STAGE_CADENCE = schema_of(STAGE_CADENCE_COLUMNS)
+
+STAGE_BUSY_COLUMNS: tuple[Column, ...] = (
+    Column("pp", _I, "pipeline stage"),
+    Column("gpus", pl.List(pl.Int32()), "GPU indices of the stage"),
+    Column("busy_pct", _F, "mean GPU busy % while decoding (trace); null without a trace"),
+    Column("below_half_share", _F, "share of trace samples under 50 % while decoding"),
+    Column("fwd_occupancy_pct", _F, "mean `fwd occupancy` of the stage's decode lines, %"),
+    Column("metric", _S, "busy measure: sm_active, util_pct (trace) or fwd_occupancy (log)"),
+    Column("vs_mean", _F, "the stage's busy over the mean of all stages (1.0 = balanced)"),
+)
+STAGE_BUSY = schema_of(STAGE_BUSY_COLUMNS)
+
+_VALUES = (
+    "running_req",
+    "token",
+    "token_usage",
+    "queue_req",
+    "gen_tok_s",
+    "cuda_graph",
+    "new_seq",
+    "new_token",
+    "fwd_occupancy_pct",
+)
+
+
+def _ranked(batches: pl.DataFrame) -> pl.DataFrame:
+    """Batch lines with integer dp/pp (0 when absent), one TP rank per stage."""
+    df = batches.filter(pl.col("kind").is_in(["decode", "prefill"]) & pl.col("ts").is_not_null())
+    for name in _VALUES:
+        if name not in df.columns:
+            df = df.with_columns(pl.lit(None).alias(name))
+    df = df.with_columns(
+        dp=pl.col("dp").cast(_I).fill_null(0),
+        pp=pl.col("pp").cast(_I).fill_null(0),
+        _tp=pl.col("tp").cast(_I).fill_null(0),
+        _row=pl.int_range(pl.len()),
+    )
+    # With --enable-metrics-for-all-schedulers every TP rank prints the same lines: keep one.
+    first_tp = pl.col("_tp") == pl.col("_tp").min().over("dp", "pp")
+    return df.filter(first_tp)
+
+
+def stage_timeline(batches: pl.DataFrame, *, log_interval: int = LOG_INTERVAL) -> pl.DataFrame:
+    """Every stage's batch lines on one clock, aligned by log ordinal (schema ``STAGE_TIMELINE``).
+
+    Parameters
+    ----------
+    batches
+        ``SGLangLog.batches`` of one launch.
+    log_interval
+        ``decode_log_interval`` of the launch (decode steps per decode line).
+    """
+    df = _ranked(batches)
+    if not df.height:
+        return pl.DataFrame(schema=STAGE_TIMELINE)
+    per_stage = ["dp", "pp", "kind"]
+    df = df.sort("_row").with_columns(
+        interval_s=pl.col("ts").diff().over(per_stage).dt.total_milliseconds() / 1000.0,
+    )
+    df = df.with_columns(ordinal=_aligned_ordinals(df))
+    stages = df.group_by("dp").agg(_stages=pl.col("pp").n_unique())
+    df = df.join(stages, on="dp", how="left")
+    at = ["dp", "kind", "ordinal"]
+    ref = pl.col("pp") == pl.col("pp").min().over(at)
+    ref_running = pl.col("running_req").filter(ref).first().over(at)
+    ref_token = pl.col("token").filter(ref).first().over(at)
+    same = (pl.col("running_req") == ref_running) & pl.col("token").eq_missing(ref_token)
+    # A line cut short (null #running-req, or #token missing on one side only) cannot be
+    # compared: its agreement stays unknown rather than counting as a desync.
+    known = (
+        pl.col("running_req").is_not_null()
+        & ref_running.is_not_null()
+        & (pl.col("token").is_null() == ref_token.is_null())
+    )
+    if "complete" in df.columns:
+        known = known & pl.col("complete").fill_null(True).all().over(at)
+    # A line the reference stage lacks (null ordinal) is kept on the timeline, never compared.
+    complete = pl.col("ordinal").is_not_null() & (
+        pl.col("pp").n_unique().over(at) == pl.col("_stages")
+    )
+    df = df.with_columns(
+        lag_s=(pl.col("ts") - pl.col("ts").min().over(at)).dt.total_milliseconds() / 1000.0,
+        complete=complete,
+        agrees=pl.when(complete & known).then(same),
+        step_ms=pl.when(pl.col("kind") == "decode").then(
+            pl.col("interval_s") * 1000.0 / log_interval
+        ),
+    )
+    return df.sort("_row").select(STAGE_TIMELINE.names()).cast(dict(STAGE_TIMELINE))
+
+
+ALIGN_WINDOW = 3  # lines a stage may be missing (or have extra) before alignment gives up
+ALIGN_TOLERANCE_S = 10.0  # lines matched across stages must be this close in time
+
+
+def _aligned_ordinals(df: pl.DataFrame) -> pl.Series:
+    """Each line's log ordinal on the reference (lowest) stage of its DP rank and kind.
+
+    In lock-step every stage's n-th line is the reference's n-th line, so the own count is
+    the ordinal. A log that lost lines (journald rate limiting, a rotated head) would shift a
+    stage's count for good and read as a desync from there on; so a stage whose lines do not
+    match the reference one for one is walked against it, re-anchoring when a line appears a
+    few lines later on the other side with the same values. Lines the reference lacks get
+    null (they cannot be compared); genuine differences keep their position.
+    """
+    own = df.select(pl.int_range(pl.len()).over("dp", "pp", "kind").alias("o"))["o"].to_list()
+    groups = (
+        df.with_row_index("_i")
+        .group_by("dp", "kind", "pp")
+        .agg("_i", "running_req", "token", "ts")
+        .sort("dp", "kind", "pp")
+    )
+    out: list[int | None] = list(own)
+    reference: dict[tuple[Any, Any], dict[str, list[Any]]] = {}
+    for g in groups.iter_rows(named=True):
+        key = (g["dp"], g["kind"])
+        if key not in reference:  # sorted by pp: the first is the reference stage
+            reference[key] = g
+            continue
+        ref = reference[key]
+        same = len(ref["_i"]) == len(g["_i"]) and all(
+            a == b and c == d
+            for a, b, c, d in zip(
+                ref["running_req"], g["running_req"], ref["token"], g["token"], strict=True
+            )
+        )
+        if same:
+            continue
+        for index, ordinal in zip(g["_i"], _walk(ref, g), strict=True):
+            out[index] = ordinal
+    return pl.Series("ordinal", out, dtype=_I)
+
+
+def _walk(ref: dict[str, list[Any]], stage: dict[str, list[Any]]) -> list[int | None]:
+    """Two-pointer alignment of one stage's lines to the reference stage's."""
+    rr, rt, rts = ref["running_req"], ref["token"], ref["ts"]
+    sr, st, sts = stage["running_req"], stage["token"], stage["ts"]
+    n, m = len(rr), len(sr)
+    tolerance = timedelta(seconds=ALIGN_TOLERANCE_S)
+
+    def match(i: int, j: int) -> bool:
+        return (
+            sr[j] is not None
+            and sr[j] == rr[i]
+            and st[j] == rt[i]
+            and abs(sts[j] - rts[i]) <= tolerance
+        )
+
+    out: list[int | None] = [None] * m
+    i = j = 0
+    while i < n and j < m:
+        if match(i, j):
+            out[j] = i
+            i, j = i + 1, j + 1
+            continue
+        skip = next((k for k in range(1, ALIGN_WINDOW + 1) if i + k < n and match(i + k, j)), 0)
+        if skip:  # the stage lost lines the reference has
+            i += skip
+            continue
+        extra = next((k for k in range(1, ALIGN_WINDOW + 1) if j + k < m and match(i, j + k)), 0)
+        if extra:  # the reference lost lines this stage has: they stay unaligned
+            j += extra
+            continue
+        out[j] = i  # a genuine difference (or a cut line) at this ordinal
+        i, j = i + 1, j + 1
+    return out
+
+
+def stage_desync(timeline: pl.DataFrame) -> pl.DataFrame:
+    """Per log ordinal that every stage printed: do the stages agree? (schema ``STAGE_DESYNC``)
+
+    Identical values are how SGLang PP logs normally; disagreement is the fault signal.
+    """
+    done = timeline.filter(pl.col("complete") & pl.col("agrees").is_not_null())
+    if not done.height:
+        return pl.DataFrame(schema=STAGE_DESYNC)
+    out = (
+        done.group_by("dp", "kind", "ordinal")
+        .agg(
+            ts=pl.col("ts").min(),
+            stages=pl.len(),
+            running_req_min=pl.col("running_req").min(),
+            running_req_max=pl.col("running_req").max(),
+            token_min=pl.col("token").min(),
+            token_max=pl.col("token").max(),
+            spread_s=pl.col("lag_s").max(),
+            agrees=pl.col("agrees").all(),
+        )
+        .sort("dp", "ts", "kind", "ordinal")
+    )
+    return out.select(STAGE_DESYNC.names()).cast(dict(STAGE_DESYNC))
+
+
+def desync_share(desync: pl.DataFrame, kind: str | None = "decode") -> float:
+    """Share of compared ordinals (of ``kind``; None = all) where stages disagree; 0 if none."""
+    df = desync if kind is None else desync.filter(pl.col("kind") == kind)
+    if not df.height:
+        return 0.0
+    return float((~df["agrees"]).mean() or 0.0)
+
+
+def reference_lines(batches: pl.DataFrame, kind: str | None = None) -> pl.DataFrame:
+    """The lines of one reference stage: the lowest (dp, pp, tp) that printed batch lines.
+
+    Under PP every stage prints the same micro-batches (§1.4), so one stage's lines describe
+    the scheduler; counting all of them would count each micro-batch ``pp_size`` times.
+    """
+    df = batches.filter(pl.col("kind").is_in(["decode", "prefill"]) & pl.col("ts").is_not_null())
+    if kind is not None:
+        df = df.filter(pl.col("kind") == kind)
+    if not df.height:
+        return df
+    key = [pl.col(c).cast(_I).fill_null(0) for c in ("dp", "pp", "tp")]
+    df = df.with_columns(_dp=key[0], _pp=key[1], _tp=key[2])
+    first = df.select("_dp", "_pp", "_tp").unique().sort("_dp", "_pp", "_tp").row(0)
+    return df.filter(
+        (pl.col("_dp") == first[0]) & (pl.col("_pp") == first[1]) & (pl.col("_tp") == first[2])
+    ).drop("_dp", "_pp", "_tp")
+
+
+def stage_cadence(
+    timeline: pl.DataFrame,
+    *,
+    active_slots: float | None = None,
+    log_interval: int = LOG_INTERVAL,
+) -> pl.DataFrame:
+    """Per stage: decode-line interval, micro-batch step and round time (schema
+    ``STAGE_CADENCE``).
+
+    ``round_ms = step_ms × active_slots``: each active slot takes one step per round. Without
+    PP the round is one step. ``tokens_per_round`` (gen tok/s × round) should be close to the
+    number of requests decoding; a large mismatch means the slot estimate is off.
+    """
+    decode = timeline.filter(pl.col("kind") == "decode")
+    if not decode.height:
+        return pl.DataFrame(schema=STAGE_CADENCE)
+    pipelined = decode["pp"].n_unique() > 1
+    slots = active_slots if pipelined else 1.0
+    out = (
+        decode.group_by("dp", "pp")
+        .agg(
+            decode_lines=pl.len(),
+            interval_s=pl.col("interval_s").median(),
+            gen_tok_s=pl.col("gen_tok_s").median(),
+        )
+        .with_columns(step_ms=pl.col("interval_s") * 1000.0 / log_interval)
+        .with_columns(round_ms=pl.col("step_ms") * slots if slots is not None else pl.lit(None, _F))
+        .with_columns(tokens_per_round=pl.col("gen_tok_s") * pl.col("round_ms") / 1000.0)
+        .sort("dp", "pp")
+    )
+    return out.select(STAGE_CADENCE.names()).cast(dict(STAGE_CADENCE))
+
+
+def stage_busy(
+    batches: pl.DataFrame,
+    samples: pl.DataFrame | None = None,
+    roles: pl.DataFrame | None = None,
+    *,
+    max_gap_s: float = 10.0,
+) -> pl.DataFrame:
+    """Per stage: how busy its GPUs were while the server decoded (schema ``STAGE_BUSY``).
+
+    The GPU trace (``GpuTrace.samples`` with ``gpu_roles(launch)``) is read only inside
+    decoding windows, so startup and idle gaps do not dilute it; ``sm_active`` is preferred to
+    ``util_pct``, which counts a NCCL kernel waiting for its peer as busy. The log's own
+    ``fwd occupancy`` (≥0.5.16 metrics) is the fallback measure.
+    """
+    timeline = stage_timeline(batches)
+    decode = timeline.filter(pl.col("kind") == "decode")
+    log_busy = (
+        decode.group_by("pp").agg(fwd_occupancy_pct=pl.col("fwd_occupancy_pct").mean()).sort("pp")
+    )
+    trace = _trace_busy(batches, samples, roles, max_gap_s) if samples is not None else None
+    if trace is not None and trace.height:
+        out = trace.join(log_busy, on="pp", how="left")
+        base = "busy_pct"
+    else:
+        out = log_busy.filter(pl.col("fwd_occupancy_pct").is_not_null()).with_columns(
+            gpus=pl.lit(None, pl.List(pl.Int32())),
+            busy_pct=pl.lit(None, _F),
+            below_half_share=pl.lit(None, _F),
+            metric=pl.lit("fwd_occupancy"),
+        )
+        base = "fwd_occupancy_pct"
+    if not out.height:
+        return pl.DataFrame(schema=STAGE_BUSY)
+    mean = out[base].mean()
+    out = out.with_columns(
+        vs_mean=pl.col(base) / mean if isinstance(mean, float) and mean > 0 else pl.lit(None, _F)
+    )
+    return out.sort("pp").select(STAGE_BUSY.names()).cast(dict(STAGE_BUSY))
+
+
+def _trace_busy(
+    batches: pl.DataFrame,
+    samples: pl.DataFrame,
+    roles: pl.DataFrame | None,
+    max_gap_s: float,
+) -> pl.DataFrame | None:
+    """Mean busy % per stage over the trace samples that fall inside decoding windows."""
+    windows = _decoding_windows(batches, max_gap_s).with_columns(phase=pl.lit(0, _I))
+    out = _busy_in(samples, roles, windows)
+    return None if out is None else out.drop("phase")
+
+
+def _busy_in(
+    samples: pl.DataFrame, roles: pl.DataFrame | None, windows: pl.DataFrame
+) -> pl.DataFrame | None:
+    """Per window ``phase`` and stage: mean busy %, share under 50 %, GPUs, the metric."""
+    if roles is None or not roles.height or "ts" not in samples.columns or not windows.height:
+        return None
+    metric = "util_pct"
+    if "sm_active" in samples.columns and samples["sm_active"].null_count() < samples.height:
+        metric = "sm_active"
+    value = pl.col(metric).cast(_F) * (100.0 if metric == "sm_active" else 1.0)
+    points = samples.select(pl.col("ts").cast(_T), pl.col("gpu").cast(pl.Int32), v=value).filter(
+        pl.col("ts").is_not_null() & pl.col("v").is_not_null()
+    )
+    if not points.height:
+        return None
+    spans = windows.select(pl.col("start").cast(_T), pl.col("end").cast(_T), "phase").sort("start")
+    inside = (
+        points.sort("ts")
+        .join_asof(spans, left_on="ts", right_on="start")
+        .filter(pl.col("end").is_not_null() & (pl.col("ts") <= pl.col("end")))
+    )
+    if not inside.height:
+        return None
+    stage_of = roles.select(pl.col("gpu").cast(pl.Int32), pl.col("pp").cast(_I))
+    return (
+        inside.join(stage_of, on="gpu", how="inner")
+        .group_by("phase", "pp")
+        .agg(
+            gpus=pl.col("gpu").unique().sort(),
+            busy_pct=pl.col("v").mean(),
+            below_half_share=(pl.col("v") < 50.0).mean(),
+        )
+        .with_columns(metric=pl.lit(metric))
+        .sort("phase", "pp")
+    )
+
+
+PHASE_BUSY_COLUMNS: tuple[Column, ...] = (
+    Column("phase", _I, "phase (``occupancy.decode_phases``)"),
+    Column("pp", _I, "pipeline stage"),
+    Column("gpus", pl.List(pl.Int32()), "GPU indices of the stage"),
+    Column("busy_pct", _F, "mean GPU busy % of the stage during the phase"),
+    Column("below_half_share", _F, "share of samples under 50 % during the phase"),
+    Column("metric", _S, "sm_active or util_pct"),
+)
+PHASE_BUSY = schema_of(PHASE_BUSY_COLUMNS)
+
+
+def phase_busy(
+    samples: pl.DataFrame, roles: pl.DataFrame | None, phases: pl.DataFrame
+) -> pl.DataFrame:
+    """Per phase and stage: how busy the GPUs were between the phase's first and last decode
+    line (schema ``PHASE_BUSY``); empty without a trace, roles or overlap."""
+    out = _busy_in(samples, roles, phases)
+    if out is None:
+        return pl.DataFrame(schema=PHASE_BUSY)
+    return out.select(PHASE_BUSY.names()).cast(dict(PHASE_BUSY))
+
+
+GPU_SERIES_COLUMNS: tuple[Column, ...] = (
+    Column("ts", _T, "start of the time bucket"),
+    Column("gpu", pl.Int32(), "GPU index"),
+    Column("pp", _I, "pipeline stage of the GPU; null when roles are unknown"),
+    Column("busy_pct", _F, "mean busy % in the bucket (sm_active as %, else util_pct)"),
+)
+GPU_SERIES = schema_of(GPU_SERIES_COLUMNS)
+
+
+def stage_gpu_series(
+    samples: pl.DataFrame,
+    roles: pl.DataFrame | None = None,
+    *,
+    every: str = "1s",
+    max_points: int = 20_000,
+) -> pl.DataFrame:
+    """GPU busy % per GPU per time bucket, with each GPU's stage (schema ``GPU_SERIES``).
+
+    The bucket widens (doubling from ``every``) until the series has at most ``max_points``
+    rows, so a day-long 100 ms trace still charts.
+    """
+    if "ts" not in samples.columns or not samples.height:
+        return pl.DataFrame(schema=GPU_SERIES)
+    metric = "util_pct"
+    if "sm_active" in samples.columns and samples["sm_active"].null_count() < samples.height:
+        metric = "sm_active"
+    value = pl.col(metric).cast(_F) * (100.0 if metric == "sm_active" else 1.0)
+    points = samples.select(pl.col("ts").cast(_T), pl.col("gpu").cast(pl.Int32), v=value).filter(
+        pl.col("ts").is_not_null() & pl.col("v").is_not_null()
+    )
+    span = points.select((pl.col("ts").max() - pl.col("ts").min()).dt.total_milliseconds()).item()
+    gpus = points["gpu"].n_unique()
+    step = _ms(every)
+    while span is not None and gpus * (span // step + 1) > max_points:
+        step *= 2
+    width = f"{step}ms"
+    out = (
+        points.group_by(pl.col("ts").dt.truncate(width), "gpu")
+        .agg(busy_pct=pl.col("v").mean())
+        .sort("gpu", "ts")
+    )
+    if roles is not None and roles.height:
+        stage_of = roles.select(pl.col("gpu").cast(pl.Int32), pl.col("pp").cast(_I))
+        out = out.join(stage_of, on="gpu", how="left")
+    else:
+        out = out.with_columns(pp=pl.lit(None, _I))
+    return out.select(GPU_SERIES.names()).cast(dict(GPU_SERIES))
+
+
+def _ms(every: str) -> int:
+    """``"1s"``, ``"500ms"``, ``"2m"`` → milliseconds."""
+    text = every.strip().lower()
+    for unit, factor in (("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000)):
+        if text.endswith(unit) and text[: -len(unit)].replace(".", "", 1).isdigit():
+            return max(1, round(float(text[: -len(unit)]) * factor))
+    raise ValueError(f"stage_gpu_series: bucket width must look like 1s or 500ms, not {every!r}")
+
+
+def _decoding_windows(batches: pl.DataFrame, max_gap_s: float) -> pl.DataFrame:
+    """Stretches with decode lines no further apart than ``max_gap_s``: ``start``, ``end``."""
+    ts = (
+        batches.filter((pl.col("kind") == "decode") & pl.col("ts").is_not_null())
+        .select(pl.col("ts").cast(_T))
+        .sort("ts")
+    )
+    if not ts.height:
+        return pl.DataFrame(schema={"start": _T, "end": _T})
+    gap = (pl.col("ts").diff().dt.total_milliseconds() > max_gap_s * 1000).fill_null(False)
+    return (
+        ts.with_columns(window=gap.cum_sum())
+        .group_by("window")
+        .agg(start=pl.col("ts").min(), end=pl.col("ts").max())
+        .sort("start")
+        .select("start", "end")
+    )

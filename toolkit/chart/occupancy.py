@@ -1,0 +1,99 @@
+"""Occupancy: requests offered and running against the one slot ``#running-req`` shows.
+
+Under PP the logged ``#running-req`` is one micro-batch slot. ``#token`` divided by the mean
+context gives the requests really running; divided again by the slot size it gives the slots
+that hold them. The lower panel puts that against the stage count (every stage needs one) and
+the slot count (``pp_size + pp_async_batch_depth``).
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from toolkit.chart.theme import MUTED, PALETTE
+
+__all__ = ["occupancy_chart"]
+
+_SERIES = {
+    "offered": "offered (benchmark)",
+    "running_est": "running (from #token)",
+    "running_req": "#running-req (one slot)",
+}
+
+
+def occupancy_chart(occupancy: pl.DataFrame) -> alt.VConcatChart:
+    """Requests over time, and active slots against stages (``occupancy.slot_occupancy``)."""
+    base = occupancy.with_columns(t_ms=pl.col("ts").dt.epoch("ms"))
+    long = (
+        base.select("t_ms", *(pl.col(c).cast(pl.Float64) for c in _SERIES))
+        .unpivot(index="t_ms", variable_name="series", value_name="requests")
+        .filter(pl.col("requests").is_not_null())
+        .with_columns(pl.col("series").replace_strict(_SERIES))
+    )
+    x = alt.X("t_ms:T", title="time (log clock)")
+    names = list(_SERIES.values())
+    requests = (
+        alt.Chart(long)
+        .mark_line(interpolate="step-after")
+        .encode(
+            x=x,
+            y=alt.Y("requests:Q", title="requests"),
+            color=alt.Color(
+                "series:N", scale=alt.Scale(domain=names, range=list(PALETTE[:3])), title=None
+            ),
+            strokeDash=alt.condition(
+                alt.datum.series == _SERIES["offered"], alt.value([5, 4]), alt.value([1, 0])
+            ),
+            tooltip=["series:N", alt.Tooltip("requests:Q", format=".1f")],
+        )
+        .properties(height=200, title=_title(occupancy))
+    )
+    slots = base.select("t_ms", "active_slots_est").filter(pl.col("active_slots_est").is_not_null())
+    active = (
+        alt.Chart(slots)
+        .mark_line(point=True, color=PALETTE[3])
+        .encode(
+            x=x,
+            y=alt.Y("active_slots_est:Q", title="active slots"),
+            tooltip=[alt.Tooltip("active_slots_est:Q", format=".1f", title="active slots")],
+        )
+    )
+    refs = _references(occupancy)
+    layers: list[alt.Chart] = [active]
+    if refs.height:
+        layers.append(
+            alt.Chart(refs)
+            .mark_rule(color=MUTED, strokeDash=[3, 3])
+            .encode(y="value:Q", tooltip=["name:N", "value:Q"])
+        )
+        layers.append(
+            alt.Chart(refs)
+            .mark_text(align="left", dx=4, dy=-6, color=MUTED)
+            .encode(y="value:Q", text="name:N", x=alt.value(0))
+        )
+    lower = alt.layer(*layers).properties(height=140)
+    return alt.vconcat(requests, lower).resolve_scale(x="shared")
+
+
+def _references(occupancy: pl.DataFrame) -> pl.DataFrame:
+    """The stage count (every stage needs a slot) and the slot count, as horizontal rules."""
+    if not occupancy.height:
+        return pl.DataFrame(schema={"name": pl.String, "value": pl.Int64})
+    stages, slots = occupancy["stages"].max(), occupancy["slots"].max()
+    rows = [("stages", stages)]
+    if slots is not None and slots != stages:
+        rows.append(("slots", slots))
+    return pl.DataFrame(rows, schema={"name": pl.String, "value": pl.Int64}, orient="row")
+
+
+def _title(occupancy: pl.DataFrame) -> alt.TitleParams:
+    if not occupancy.height or occupancy["active_slots_est"].null_count() == occupancy.height:
+        return alt.TitleParams("Requests running vs the one slot #running-req shows")
+    busiest = occupancy.sort("running_est", descending=True, nulls_last=True).row(0, named=True)
+    text = (
+        f"At peak ~{busiest['running_est']:.0f} requests run in "
+        f"~{busiest['active_slots_est']:.0f} of {busiest['slots']} slots "
+        f"({busiest['stages']} stages); #running-req shows one slot: {busiest['running_req']}"
+    )
+    return alt.TitleParams(text, subtitle="dashed: what the benchmark offered")

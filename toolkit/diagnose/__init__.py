@@ -1,0 +1,125 @@
+"""Findings: every hypothesis about why a layout does not scale, checked with evidence.
+
+``diagnose(runs)`` runs each rule of ``RULES`` on each run and returns the findings ranked by
+severity, then by the share of throughput each explains. A rule is one function of a
+``RunAnalysis`` that returns a ``Finding`` or None; ids are a stable public vocabulary:
+
+==========================  =========================================================
+``pp-underfilled-slots``    enough requests for every stage, fewer slots hold them
+``running-cap``             a limit holds requests in the queue (names it)
+``kv-cache-pressure``       retractions, or a full KV pool
+``cuda-graph-miss``         decode steps ran eagerly
+``config-not-applied``      a launch flag did not take effect
+``stage-desync``            stages disagree at the same log ordinal (a bug)
+``stage-imbalance``         one stage busier than the rest
+``scaling-collapse``        falls behind another layout, or declines, as load grows
+``queue-backlog``           requests queue with no configured limit reached
+``gpu-idle-bubbles``        GPUs idle while decoding (explained by occupancy or not)
+``prefill-interference``    decode windows with prefill passes generate less
+``pp-empty-async-slots``    pp_async_batch_depth slots that never hold requests
+``pp-low-concurrency``      info: fewer requests than stages, inherent
+``pp-lockstep-logging``     info: every stage logs the same batch, the normal PP log
+==========================  =========================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from toolkit.diagnose.admission import queue_backlog, running_cap
+from toolkit.diagnose.config import config_not_applied
+from toolkit.diagnose.context import RunAnalysis
+from toolkit.diagnose.cudagraph import cuda_graph_miss
+from toolkit.diagnose.finding import SEVERITIES, Finding, severity_of
+from toolkit.diagnose.kv import kv_cache_pressure
+from toolkit.diagnose.slots import pp_empty_async_slots, pp_low_concurrency, pp_underfilled_slots
+from toolkit.diagnose.stages import (
+    gpu_idle_bubbles,
+    pp_lockstep_logging,
+    stage_desync,
+    stage_imbalance,
+)
+from toolkit.diagnose.throughput import prefill_interference, scaling_collapse
+from toolkit.load.run import Run
+
+__all__ = [
+    "FINDING_IDS",
+    "RULES",
+    "SEVERITIES",
+    "Finding",
+    "Rule",
+    "RunAnalysis",
+    "diagnose",
+    "rank",
+    "severity_of",
+]
+
+Rule = Callable[[RunAnalysis], Finding | None]
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("config-not-applied", config_not_applied),
+    ("stage-desync", stage_desync),
+    ("pp-underfilled-slots", pp_underfilled_slots),
+    ("running-cap", running_cap),
+    ("kv-cache-pressure", kv_cache_pressure),
+    ("cuda-graph-miss", cuda_graph_miss),
+    ("stage-imbalance", stage_imbalance),
+    ("gpu-idle-bubbles", gpu_idle_bubbles),
+    ("prefill-interference", prefill_interference),
+    ("scaling-collapse", scaling_collapse),
+    ("queue-backlog", queue_backlog),
+    ("pp-empty-async-slots", pp_empty_async_slots),
+    ("pp-low-concurrency", pp_low_concurrency),
+    ("pp-lockstep-logging", pp_lockstep_logging),
+)
+"""(id, rule) in tie-break order; every rule returns a finding with its own id or None."""
+
+FINDING_IDS: tuple[str, ...] = tuple(name for name, _ in RULES)
+
+
+def diagnose(
+    runs: Iterable[Run | RunAnalysis | str | Path],
+    *,
+    rules: Sequence[tuple[str, Rule]] = RULES,
+) -> list[Finding]:
+    """Check every hypothesis on every run; findings ranked (see ``rank``).
+
+    Parameters
+    ----------
+    runs
+        Run directories, loaded ``Run`` objects or ``RunAnalysis`` bundles. Runs diagnosed
+        together are each other's peers (``scaling-collapse`` compares them).
+    rules
+        The rules to apply, by default all of ``RULES``.
+
+    Returns
+    -------
+    list[Finding]
+        Each finding carries the label of its run in ``run``.
+    """
+    contexts = [r if isinstance(r, RunAnalysis) else RunAnalysis(r) for r in runs]
+    for ctx in contexts:
+        ctx.peers = tuple(c for c in contexts if c is not ctx)
+    findings = []
+    for ctx in contexts:
+        for _, rule in rules:
+            found = rule(ctx)
+            if found is not None:
+                findings.append(replace(found, run=ctx.label))
+    return rank(findings, [name for name, _ in rules])
+
+
+def rank(findings: Iterable[Finding], order: Sequence[str] = FINDING_IDS) -> list[Finding]:
+    """Severity first, then the estimated throughput share (unknown last), then rule order."""
+    position = {name: i for i, name in enumerate(order)}
+    items = list(findings)
+    return sorted(
+        items,
+        key=lambda f: (
+            SEVERITIES.index(f.severity),
+            -(f.impact if f.impact is not None else -1.0),
+            position.get(f.id, len(position)),
+        ),
+    )

@@ -1,0 +1,65 @@
+"""``config-not-applied``: a flag of the launch command did not take effect.
+
+The command comes from ``run.toml`` (``command = "..."``) or a ``launch_server`` line in the
+log; each flag is compared with the logged ServerArgs and, for the values the scheduler
+resolves, with its startup summary. A parallelism or scheduling flag that did not take effect
+is ``high`` whatever it costs: every number of that run answers a different question than the
+one asked.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from toolkit.diagnose.context import RunAnalysis
+from toolkit.diagnose.finding import Finding
+
+__all__ = ["config_not_applied"]
+
+_SEVERITY = {"parallel": "high", "scheduling": "high", "cuda graph": "medium", "memory": "medium"}
+
+
+def config_not_applied(ctx: RunAnalysis) -> Finding | None:
+    """Flags the user asked for that the logged configuration does not show."""
+    table = ctx.intended
+    if table is None:
+        return None
+    missed = table.filter(pl.col("applied") == False)  # noqa: E712 (null = cannot tell)
+    if not missed.height:
+        return None
+    ranks = {"high": 0, "medium": 1, "low": 2}
+    severity = min(
+        (_SEVERITY.get(g, "low") for g in missed["group"].to_list()), key=ranks.__getitem__
+    )
+    order = {"parallel": 0, "scheduling": 1, "cuda graph": 2, "memory": 3}
+    missed = missed.with_columns(
+        _o=pl.col("group").replace_strict(order, default=9, return_dtype=pl.Int64)
+    ).sort("_o", maintain_order=True)
+    first = missed.row(0, named=True)
+    source = ctx.command[1] if ctx.command else "?"
+    effective = first["effective"] if first["effective"] is not None else "nothing (no such field)"
+    summary = (
+        f"The launch command ({source}) asks for {first['flag']}={first['intended']}, but the "
+        f"run used {effective} ({first['note']})."
+    )
+    if missed.height > 1:
+        others = ", ".join(missed["flag"].to_list()[1:6])
+        summary += f" Also not applied: {others}."
+    if severity == "high":
+        summary += (
+            " Every measurement of this run describes another configuration than the one asked for."
+        )
+    return Finding(
+        id="config-not-applied",
+        severity=severity,
+        title=f"{missed.height} flag(s) of the launch command did not take effect, "
+        f"first {first['flag']}",
+        summary=summary,
+        evidence=missed.select("flag", "group", "intended", "effective", "note").head(20),
+        remedy=(
+            "Relaunch with the flags spelled as this SGLang version knows them (e.g. "
+            "--pp-async-batch-depth exists from 0.5.7 on) and make sure run.toml's command is "
+            "what actually ran; values the scheduler resolves (max_running_requests, the KV "
+            "pool) may need more memory to be honoured."
+        ),
+    )

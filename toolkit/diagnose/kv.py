@@ -1,0 +1,122 @@
+"""``kv-cache-pressure``: the KV pool ran full — requests were retracted or admission waited.
+
+A retraction drops a running request's KV and recomputes it later, and SGLang then reserves
+more per request (``new_token_ratio`` up), so fewer run at once. Under PP the pool is one per
+stage and ``max_total_num_tokens`` is the MIN over stages: the stage with the most weights
+(often the last, with the lm_head) sets it.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from toolkit.diagnose.context import RunAnalysis
+from toolkit.diagnose.finding import Finding, severity_of
+
+__all__ = ["kv_cache_pressure"]
+
+FULL = 0.95  # token usage counted as a full pool
+FULL_SHARE = 0.1  # share of decode lines at a full pool that makes it pressure
+
+
+def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
+    """Retractions, or a pool at ≥ 95 % on a tenth of the decode lines."""
+    kv = ctx.kv
+    decode = kv.filter(pl.col("kind") == "decode")
+    retracted = int(ctx.retracted["retracted_reqs"].fill_null(1).sum() or 0)
+    events = ctx.retracted.height
+    full_share = float((decode["token_usage"].fill_null(0.0) >= FULL).mean() or 0.0)
+    if not events and full_share < FULL_SHARE:
+        return None
+    evidence = _per_phase(ctx)
+    blocked = float(decode["blocked_by_tokens"].mean() or 0.0) if decode.height else 0.0
+    peak = decode["token_usage"].max() if decode.height else None
+    impact = _impact(ctx)
+    pool = ctx.derived["kv_pool_tokens"]
+    parts = []
+    if events:
+        ratio = ctx.retracted["ratio_after"].max()
+        parts.append(
+            f"{events} retractions dropped {retracted} running requests for recompute"
+            + (f" (new_token_ratio up to {ratio:.2f})" if ratio is not None else "")
+        )
+    if decode.height:
+        parts.append(
+            f"the pool{f' of {pool} tokens' if pool else ''} peaked at {peak or 0:.0%} and was "
+            f"≥ {FULL:.0%} full on {full_share:.0%} of decode lines, with requests waiting on "
+            f"{blocked:.0%}"
+        )
+    summary = "; ".join(parts).capitalize() + "."
+    if ctx.pp > 1:
+        summary += (
+            " Under PP each stage has its own pool and the heaviest stage sizes them all "
+            "(MIN over stages)."
+        )
+    if impact is not None:
+        summary += f" The serving model puts the cost at −{impact:.0%} of throughput."
+    return Finding(
+        id="kv-cache-pressure",
+        severity=severity_of(impact, floor="medium"),
+        title=(
+            f"KV pool full: {events} retractions, ≥ {FULL:.0%} on {full_share:.0%} of decode lines"
+        ),
+        summary=summary,
+        evidence=evidence,
+        remedy=(
+            "More KV per stage: --mem-fraction-static (higher), --kv-cache-dtype fp8_e5m2, a "
+            "lower --max-running-requests so admission stops before the pool is full; under PP, "
+            "fewer layers on the heaviest stage (SGLANG_PP_LAYER_PARTITION)."
+        ),
+        impact=impact,
+    )
+
+
+def _per_phase(ctx: RunAnalysis) -> pl.DataFrame:
+    kv = ctx.kv.filter(pl.col("kind") == "decode")
+    schema = {
+        "phase": pl.Int64,
+        "decode_lines": pl.UInt32,
+        "usage_median": pl.Float64,
+        "usage_peak": pl.Float64,
+        "full_lines": pl.UInt32,
+        "blocked_lines": pl.UInt32,
+        "retracted_reqs": pl.Int64,
+    }
+    if not kv.height or not ctx.phases.height:
+        return pl.DataFrame(schema=schema)
+    tagged = kv.sort("ts").join_asof(
+        ctx.phases.select("start", "phase").sort("start"), left_on="ts", right_on="start"
+    )
+    out = (
+        tagged.group_by("phase")
+        .agg(
+            decode_lines=pl.len(),
+            usage_median=pl.col("token_usage").median(),
+            usage_peak=pl.col("token_usage").max(),
+            full_lines=(pl.col("token_usage") >= FULL).sum(),
+            blocked_lines=pl.col("blocked_by_tokens").sum(),
+            retracted_reqs=pl.col("retracted").sum(),
+        )
+        .sort("phase")
+        .head(20)
+    )
+    return out.cast(schema)
+
+
+def _impact(ctx: RunAnalysis) -> float | None:
+    """Model tok/s of the requests that ran vs all that were offered with an unlimited pool,
+    in the worst phase where requests waited on a full pool."""
+    worst = None
+    for r in ctx.phase_summary.iter_rows(named=True):
+        if r["offered"] is None or r["running_est"] is None:
+            continue
+        if (r["token_usage"] or 0.0) < 0.85 or (r["queue_req"] or 0.0) < 1:
+            continue
+        phase = ctx.phase(r["phase"])
+        isl, osl = phase.get("input_len"), phase.get("output_len")
+        now = ctx.model_tok_s(ctx.layout, max(round(r["running_est"]), 1), isl, osl)
+        free = ctx.model_tok_s(ctx.with_layout(max_total_num_tokens=None), r["offered"], isl, osl)
+        if now and free:
+            share = max(0.0, 1 - now / free)
+            worst = share if worst is None else max(worst, share)
+    return worst

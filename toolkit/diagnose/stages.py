@@ -1,0 +1,351 @@
+"""Stage rules: ``pp-lockstep-logging`` (info), ``stage-desync``, ``stage-imbalance``,
+``gpu-idle-bubbles``.
+
+All PP stages print the same micro-batch at the same log ordinal by design (scheduler notes
+§1.4): identical lines are the baseline and get an info note. Stages that disagree at an
+ordinal scheduled different batches, a correctness bug. GPU busy per stage comes from the GPU
+trace (``sm_active`` preferred over ``util_pct``, which counts a NCCL kernel waiting for its
+peer as busy) or from the log's ``fwd occupancy``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import polars as pl
+
+from toolkit.analyze.model import Workload, layer_partition, predict
+from toolkit.analyze.stages import desync_share
+from toolkit.diagnose.context import RunAnalysis
+from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.slots import SLOT_TOLERANCE
+from toolkit.errors import ToolkitError
+
+__all__ = ["gpu_idle_bubbles", "pp_lockstep_logging", "stage_desync", "stage_imbalance"]
+
+_DESYNC_EVIDENCE = ["kind", "ordinal", "ts", "running_req_min", "running_req_max", "token_min",
+                    "token_max", "spread_s"]  # fmt: skip
+IMBALANCE = 1.15  # busiest stage over the mean that counts as imbalance
+IDLE = 0.40  # idle share of a decoding GPU worth explaining
+UNEXPLAINED = 0.15  # idle share beyond the model's that is a fault of its own
+
+
+def _stages_logging(ctx: RunAnalysis) -> int:
+    return int(ctx.timeline["pp"].n_unique()) if ctx.timeline.height else 0
+
+
+def pp_lockstep_logging(ctx: RunAnalysis) -> Finding | None:
+    """Every stage printed the same batch at the same ordinal: the normal PP log, explained."""
+    stages = _stages_logging(ctx)
+    decode = ctx.desync.filter(pl.col("kind") == "decode")
+    if stages < 2 or not decode.height or not decode["agrees"].all():
+        return None
+    spread = float(decode["spread_s"].max() or 0.0)
+    evidence = (
+        decode.head(8)
+        .select("ordinal", "ts", "stages", "running_req_min", "token_min", "spread_s")
+        .rename({"running_req_min": "running_req", "token_min": "token"})
+    )
+    return Finding(
+        id="pp-lockstep-logging",
+        severity="info",
+        title=f"All {stages} stages log the same micro-batch at the same moment (normal for PP)",
+        summary=(
+            f"At each of {decode.height} decode log ordinals all {stages} stages printed the "
+            f"same #running-req and #token, within {spread:.0f} s of each other. That is how "
+            "SGLang PP logs: every stage runs the same scheduler on the same micro-batches and "
+            "prints every 40th. #running-req is one micro-batch slot, not the total in flight."
+        ),
+        evidence=evidence,
+        remedy="Nothing to fix. Read occupancy from #token (see pp-underfilled-slots).",
+    )
+
+
+def stage_desync(ctx: RunAnalysis) -> Finding | None:
+    """Stages disagree on #running-req / #token at the same log ordinal."""
+    if _stages_logging(ctx) < 2:
+        return None
+    bad = ctx.desync.filter(~pl.col("agrees"))
+    if not bad.height:
+        return None
+    share = desync_share(ctx.desync, kind=None)
+    severity = "high" if bad.height >= 2 or share >= 0.01 else "medium"
+    first = bad.row(0, named=True)
+    return Finding(
+        id="stage-desync",
+        severity=severity,
+        title=f"Stages disagree at {bad.height} log ordinals ({share:.1%})",
+        summary=(
+            f"At {bad.height} of {ctx.desync.height} log ordinals the stages printed different "
+            f"batches (first at {first['ts']}: #running-req {first['running_req_min']}–"
+            f"{first['running_req_max']}, #token {first['token_min']}–{first['token_max']}). "
+            "PP stages must schedule identical micro-batches; a desync is a correctness bug "
+            "(cf. sgl-project/sglang#28424), not a logging artifact."
+        ),
+        evidence=bad.head(20).select(_DESYNC_EVIDENCE),
+        remedy=(
+            "Check features that make stages decide differently (structured output / grammar "
+            "backends, per-rank randomness); upgrade SGLang; verify outputs against TP."
+        ),
+    )
+
+
+def _filled(ctx: RunAnalysis) -> list[dict[str, Any]]:
+    """Phases where enough requests ran to give every stage a micro-batch and they did."""
+    out = []
+    for r in ctx.phase_summary.iter_rows(named=True):
+        active = r["active_slots_est"]
+        if active is not None and math.isfinite(active) and active >= ctx.pp - SLOT_TOLERANCE:
+            out.append(r)
+    return out
+
+
+def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
+    """One stage is busier than the others: with a full pipeline it sets the pace."""
+    if ctx.pp < 2:
+        return None
+    full = _filled(ctx)
+    busy = _busy_when_full(ctx, [r["phase"] for r in full]) if full else None
+    if busy is None:
+        busy = ctx.busy
+    measure = "busy_pct" if busy["busy_pct"].null_count() < busy.height else "fwd_occupancy_pct"
+    values = busy.filter(pl.col(measure).is_not_null())
+    if values.height < 2:
+        return None
+    mean = float(values[measure].mean() or 0.0)
+    ranked = values.sort(measure, descending=True)
+    top, low = ranked.row(0, named=True), ranked.row(-1, named=True)
+    if mean <= 0 or top[measure] / mean < IMBALANCE:
+        return None
+    ratio = top[measure] / mean
+    partition = _rebalanced(ctx, top["pp"], low["pp"])
+    gains = [_partition_gain(ctx, r, partition) for r in full] if partition else []
+    known = [g for g in gains if g is not None]
+    impact = max(known) if known else None
+    text = ",".join(map(str, partition)) if partition else None
+    if impact is not None:
+        when = (
+            "With the pipeline full the slowest stage sets the round: the serving model "
+            f"expects −{impact:.0%} against SGLANG_PP_LAYER_PARTITION={text}."
+        )
+    elif full:
+        when = "With the pipeline full the slowest stage sets the round."
+    else:
+        when = (
+            "The pipeline was never full, so the slowest stage did not yet set the pace; it "
+            "will once the slots are filled."
+        )
+    remedy = (
+        f"SGLANG_PP_LAYER_PARTITION={text} (fewer layers on stage {top['pp']})"
+        if text
+        else "SGLANG_PP_LAYER_PARTITION with fewer layers on the busiest stage"
+    )
+    return Finding(
+        id="stage-imbalance",
+        severity=severity_of(impact),
+        title=f"Stage {top['pp']} is {ratio:.2f}× as busy as the mean stage",
+        summary=(
+            f"While decoding{' with the pipeline full' if full else ''}, stage {top['pp']} ran "
+            f"{top[measure]:.0f} % busy against a mean of {mean:.0f} % ({values['metric'][0]}). "
+            "The last stage also holds the lm_head, and the default partition gives the last "
+            f"stages the extra layers. {when}"
+        ),
+        evidence=values.select("pp", "gpus", "busy_pct", "fwd_occupancy_pct", "metric", "vs_mean")
+        .with_columns(pl.col("busy_pct", "fwd_occupancy_pct", "vs_mean").round(2))
+        .head(20),
+        remedy=remedy + "; the first stage also holds the embedding, so measure after moving.",
+        impact=impact,
+    )
+
+
+def _rebalanced(ctx: RunAnalysis, busiest: int, idlest: int) -> tuple[int, ...] | None:
+    """The partition to try: the remainder layers on the first stages when the last stage is
+    the busiest (it also has the lm_head), else one layer moved from the busiest stage to the
+    idlest."""
+    layers = ctx.params.model.layers
+    try:
+        default = layer_partition(layers, ctx.pp, ctx.layout.layer_partition)
+    except ToolkitError:
+        return None
+    if busiest == ctx.pp - 1 and ctx.layout.layer_partition is None:
+        moved = tuple(sorted(default, reverse=True))
+        if moved != default:
+            return moved
+    counts = list(default)
+    if counts[busiest] <= 1 or busiest == idlest:
+        return None
+    counts[busiest] -= 1
+    counts[idlest] += 1
+    return tuple(counts)
+
+
+def _partition_gain(
+    ctx: RunAnalysis, row: dict[str, Any], partition: tuple[int, ...]
+) -> float | None:
+    """Share of model tok/s the current partition loses against ``partition`` in a phase."""
+    phase = ctx.phase(row["phase"])
+    c = row["offered"] or max(round(row["running_est"]), 1)
+    isl, osl = phase.get("input_len"), phase.get("output_len")
+    packed = {}
+    if row["slot_req"]:
+        packed = {"pp_max_micro_batch_size": max(round(row["slot_req"]), 1)}
+    now = ctx.model_tok_s(ctx.with_layout(**packed), c, isl, osl)
+    moved = ctx.model_tok_s(ctx.with_layout(layer_partition=partition, **packed), c, isl, osl)
+    if now is None or moved is None:
+        return None
+    return max(0.0, 1 - now / moved)
+
+
+def _busy_when_full(ctx: RunAnalysis, phases: list[int]) -> pl.DataFrame | None:
+    """Per stage busy over the phases with a full pipeline (trace only), ``STAGE_BUSY``-like."""
+    by_phase = ctx.busy_by_phase
+    if by_phase is None or not by_phase.height:
+        return None
+    rows = by_phase.filter(pl.col("phase").is_in(phases))
+    if not rows.height:
+        return None
+    per_stage = rows.group_by("pp").agg(
+        pl.col("gpus").first(),
+        pl.col("busy_pct").mean(),
+        pl.col("metric").first(),
+    )
+    mean = per_stage["busy_pct"].mean()
+    log = ctx.busy.select("pp", "fwd_occupancy_pct")
+    return (
+        per_stage.join(log, on="pp", how="left")
+        .with_columns(vs_mean=pl.col("busy_pct") / mean if mean else pl.lit(None, pl.Float64))
+        .sort("pp")
+    )
+
+
+def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
+    """GPUs idle while requests decode, beyond what the slot occupancy explains."""
+    rows = _phase_idle(ctx)
+    idle = [r for r in rows if r["idle"] >= IDLE]
+    if not idle:
+        return None
+    unexplained = [r for r in idle if (r["unexplained"] or 0.0) >= UNEXPLAINED]
+    evidence = pl.DataFrame(
+        [
+            {k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()}
+            for r in rows[:20]
+        ],
+        schema={
+            "phase": pl.Int64,
+            "offered": pl.Int64,
+            "active_slots_est": pl.Float64,
+            "busy": pl.Float64,
+            "idle": pl.Float64,
+            "expected_idle": pl.Float64,
+            "unexplained": pl.Float64,
+            "metric": pl.String,
+        },
+        orient="row",
+    )
+    if unexplained:
+        worst = max(unexplained, key=lambda r: r["unexplained"])
+        busy, expected_busy = worst["busy"], 1 - worst["expected_idle"]
+        impact = max(0.0, 1 - busy / expected_busy) if expected_busy > 0 else None
+        return Finding(
+            id="gpu-idle-bubbles",
+            severity=severity_of(impact, floor="medium"),
+            title=f"GPUs idle {worst['idle']:.0%} while decoding at {worst['offered']} requests",
+            summary=(
+                f"In phase {worst['phase']} the GPUs were busy {busy:.0%} of the time "
+                f"({worst['metric']}), while the occupancy (~{worst['active_slots_est']:.0f} "
+                f"active slots) lets the serving model expect {expected_busy:.0%}: "
+                f"{worst['unexplained']:.0%} of each GPU's time is bubbles the slots do not "
+                "explain (communication fences, a CPU-bound loop, or slow kernels)."
+            ),
+            evidence=evidence,
+            remedy=(
+                "Profile one stage (POST /start_profile): long recv_requests / "
+                "process_batch_result point at the CPU loop, SendRecv kernels before run_batch "
+                "at communication fences; SGLANG_PP_COMM_OVERLAP=1 (≥0.5.23) moves PP "
+                "communication off the compute stream."
+            ),
+            impact=impact,
+        )
+    worst = max(idle, key=lambda r: r["idle"])
+    return Finding(
+        id="gpu-idle-bubbles",
+        severity="info",
+        title=f"GPUs idle {worst['idle']:.0%} while decoding, as the occupancy predicts",
+        summary=(
+            f"In phase {worst['phase']} the GPUs were busy {worst['busy']:.0%} "
+            f"({worst['metric']}); with ~{worst['active_slots_est']:.0f} active slots for "
+            f"{ctx.pp} stages the serving model expects about that much idle time, so the "
+            "bubbles are the occupancy's doing (see pp-underfilled-slots / pp-low-concurrency)."
+        ),
+        evidence=evidence,
+        remedy="Fill the slots first, then look again for bubbles the occupancy leaves open.",
+    )
+
+
+def _phase_idle(ctx: RunAnalysis) -> list[dict[str, Any]]:
+    """Per phase: measured busy share (mean over stages), the model's, and the difference."""
+    per_phase = _measured_busy(ctx)
+    if not per_phase:
+        return []
+    summary = {r["phase"]: r for r in ctx.phase_summary.iter_rows(named=True)}
+    out = []
+    for phase, (busy, metric) in sorted(per_phase.items()):
+        s = summary.get(phase)
+        if s is None or s["running_est"] is None:
+            continue
+        if s["running_est"] < ctx.pp - SLOT_TOLERANCE:
+            continue  # fewer requests than stages: idle GPUs are inherent (pp-low-concurrency)
+        offered = s["offered"] or max(round(s["running_est"]), 1)
+        expected = _expected_busy(ctx, s, offered)
+        out.append(
+            {
+                "phase": phase,
+                "offered": offered,
+                "active_slots_est": s["active_slots_est"],
+                "busy": busy,
+                "idle": 1 - busy,
+                "expected_idle": None if expected is None else 1 - expected,
+                "unexplained": None if expected is None else expected - busy,
+                "metric": metric,
+            }
+        )
+    return out
+
+
+def _measured_busy(ctx: RunAnalysis) -> dict[int, tuple[float, str]]:
+    """Phase → (mean busy share over stages, metric), from the trace, else fwd occupancy."""
+    by_phase = ctx.busy_by_phase
+    if by_phase is not None and by_phase.height:
+        agg = by_phase.group_by("phase").agg(pl.col("busy_pct").mean(), pl.col("metric").first())
+        return {r["phase"]: (r["busy_pct"] / 100.0, r["metric"]) for r in agg.iter_rows(named=True)}
+    decode = ctx.timeline.filter(
+        (pl.col("kind") == "decode") & pl.col("fwd_occupancy_pct").is_not_null()
+    )
+    if not decode.height or not ctx.phases.height:
+        return {}
+    tagged = decode.sort("ts").join_asof(
+        ctx.phases.select("start", "phase").sort("start"), left_on="ts", right_on="start"
+    )
+    agg = tagged.group_by("phase").agg(pl.col("fwd_occupancy_pct").mean())
+    return {
+        r["phase"]: (r["fwd_occupancy_pct"] / 100.0, "fwd_occupancy")
+        for r in agg.iter_rows(named=True)
+        if r["phase"] is not None
+    }
+
+
+def _expected_busy(ctx: RunAnalysis, s: dict[str, Any], offered: int) -> float | None:
+    """Mean stage busy share the serving model expects for the phase as packed."""
+    phase = ctx.phase(s["phase"])
+    isl = round(phase.get("input_len") or 1000)
+    osl = round(phase.get("output_len") or isl)
+    layout = ctx.layout
+    if ctx.pp > 1 and s["slot_req"]:
+        layout = ctx.with_layout(pp_max_micro_batch_size=max(round(s["slot_req"]), 1))
+    try:
+        pred = predict(layout, Workload(offered, max(isl, 1), max(osl, 1)), ctx.params)
+    except (ToolkitError, ZeroDivisionError, ValueError):  # a launch the model cannot represent
+        return None
+    busy = pred.stage_busy
+    return sum(busy) / len(busy) if busy else None

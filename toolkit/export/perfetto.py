@@ -1,0 +1,142 @@
+"""The stage timeline as Chrome trace JSON (``traceEvents``), for ui.perfetto.dev.
+
+One process per data-parallel rank (``SGLang``), one track per PP stage. A decode line closes
+a window of ``decode_log_interval`` micro-batch steps on its stage, so each becomes a complete
+event (``ph: "X"``) spanning the window, with the line's numbers as arguments; prefill lines
+are instant events. Counters (``ph: "C"``) carry the queue, KV usage and gen throughput of the
+reference stage and, when a GPU trace is given, each GPU's busy % on a ``GPUs`` process.
+Timestamps are microseconds since the Unix epoch of the log's local clock.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+__all__ = ["chrome_trace", "write_chrome_trace"]
+
+SERVER_PID = 1
+GPU_PID = 1000  # after every DP rank's process
+MAX_WINDOW_S = 120.0  # a longer "window" is an idle gap, not 40 steps of decoding
+
+
+def chrome_trace(
+    timeline: pl.DataFrame,
+    *,
+    gpu: pl.DataFrame | None = None,
+    label: str = "SGLang",
+    log_interval: int = 40,
+) -> dict[str, Any]:
+    """Chrome trace JSON of a stage timeline.
+
+    Parameters
+    ----------
+    timeline
+        ``toolkit.analyze.stages.stage_timeline`` of one launch.
+    gpu
+        Optional GPU busy series: ``ts``, ``gpu``, ``pp`` (may be null) and ``busy_pct``
+        (``stages.stage_gpu_series``), one counter track per GPU.
+    label
+        Run label, used in the process names.
+    log_interval
+        ``decode_log_interval``: micro-batch steps a decode window holds.
+
+    Returns
+    -------
+    dict
+        ``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}``.
+    """
+    events: list[dict[str, Any]] = []
+    df = timeline.with_columns(_us=pl.col("ts").dt.epoch("us"))
+    dps = sorted(df["dp"].unique().to_list()) if df.height else [0]
+    for dp in dps:
+        pid = SERVER_PID + dp
+        name = f"{label} scheduler" + (f" DP{dp}" if len(dps) > 1 else "")
+        events.append(_meta("process_name", pid, 0, {"name": name}))
+        events.append(_meta("process_sort_index", pid, 0, {"sort_index": pid}))
+        for pp in sorted(df.filter(pl.col("dp") == dp)["pp"].unique().to_list()):
+            events.append(_meta("thread_name", pid, pp + 1, {"name": f"PP{pp}"}))
+            events.append(_meta("thread_sort_index", pid, pp + 1, {"sort_index": pp}))
+    for r in df.iter_rows(named=True):
+        pid, tid, end = SERVER_PID + r["dp"], r["pp"] + 1, r["_us"]
+        args = _args(r)
+        if r["kind"] == "decode":
+            window = r["interval_s"]
+            name = f"decode ×{log_interval} (#running-req {r['running_req']})"
+            if window is not None and 0 < window <= MAX_WINDOW_S:
+                dur = round(window * 1e6)
+                event = {"name": name, "cat": "decode", "ph": "X", "ts": end - dur, "dur": dur}
+                events.append({**event, "pid": pid, "tid": tid, "args": args})
+            else:
+                events.append(_instant(name, "decode", end, pid, tid, args))
+        else:
+            name = f"prefill {r['new_seq']} req, {r['new_token']} tok"
+            events.append(_instant(name, "prefill", end, pid, tid, args))
+    events += _counters(df)
+    if gpu is not None and gpu.height:
+        events += _gpu_counters(gpu)
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {"generator": "ppscope", "run": label},
+    }
+
+
+def write_chrome_trace(path: str | Path, trace: dict[str, Any]) -> Path:
+    """Write a trace dict as JSON (strict: no NaN) and return the path."""
+    out = Path(path)
+    out.write_text(json.dumps(trace, allow_nan=False, separators=(",", ":")), encoding="utf-8")
+    return out
+
+
+def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args}
+
+
+def _instant(
+    name: str, cat: str, ts: int, pid: int, tid: int, args: dict[str, Any]
+) -> dict[str, Any]:
+    return {"name": name, "cat": cat, "ph": "i", "s": "t", "ts": ts, "pid": pid, "tid": tid,
+            "args": args}  # fmt: skip
+
+
+def _args(r: dict[str, Any]) -> dict[str, Any]:
+    keys = ("ordinal", "running_req", "token", "token_usage", "queue_req", "gen_tok_s",
+            "cuda_graph", "new_seq", "new_token", "lag_s")  # fmt: skip
+    return {k: r[k] for k in keys if r.get(k) is not None and r[k] == r[k]}
+
+
+def _counters(df: pl.DataFrame) -> list[dict[str, Any]]:
+    """Queue, KV usage and gen throughput of the reference stage (every stage logs the same)."""
+    if not df.height:
+        return []
+    first = df.filter((pl.col("dp") == pl.col("dp").min()) & (pl.col("pp") == pl.col("pp").min()))
+    out = []
+    for r in first.iter_rows(named=True):
+        pid = SERVER_PID + r["dp"]
+        if r["queue_req"] is not None:
+            out.append(_counter("#queue-req", r["_us"], pid, {"queue_req": r["queue_req"]}))
+        if r["token_usage"] is not None:
+            out.append(_counter("KV usage", r["_us"], pid, {"token_usage": r["token_usage"]}))
+        if r["kind"] == "decode" and r["gen_tok_s"] is not None:
+            out.append(_counter("gen tok/s", r["_us"], pid, {"gen_tok_s": r["gen_tok_s"]}))
+    return out
+
+
+def _counter(name: str, ts: int, pid: int, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "ph": "C", "ts": ts, "pid": pid, "tid": 0, "args": args}
+
+
+def _gpu_counters(gpu: pl.DataFrame) -> list[dict[str, Any]]:
+    out = [_meta("process_name", GPU_PID, 0, {"name": "GPUs"}),
+           _meta("process_sort_index", GPU_PID, 0, {"sort_index": GPU_PID})]  # fmt: skip
+    rows = gpu.filter(pl.col("ts").is_not_null() & pl.col("busy_pct").is_not_null())
+    rows = rows.with_columns(_us=pl.col("ts").cast(pl.Datetime("ms")).dt.epoch("us")).sort("ts")
+    for r in rows.iter_rows(named=True):
+        stage = f" (PP{r['pp']})" if r.get("pp") is not None else ""
+        name = f"GPU {r['gpu']} busy %{stage}"
+        out.append(_counter(name, r["_us"], GPU_PID, {"busy_pct": round(r["busy_pct"], 2)}))
+    return out
