@@ -7,14 +7,19 @@ The facade reads like a table of contents:
 - ``load_bench``: SGLang/vLLM/GenAI-Perf/AIPerf results and sweep CSVs → ``runs``, ``requests``
 - ``load_run``: a run directory (server log, results, traces, ``run.toml``) as one object
 - ``scaling_table``, ``scaling_gap``, ``crossover``, ``knee``: how each layout scales, and the gap
-- ``fit``, ``predict``, ``simulate``, ``what_if``: the PP/TP serving model, expected vs observed
+- ``diagnose``: every hypothesis checked at once, ``Finding`` s ranked with their evidence
+- ``slot_occupancy``, ``stage_timeline``, ``config_diff``, ``cuda_graph_coverage``, ``kv_pressure``
+- ``fit``, ``predict, ``simulate``, ``what_if``: the PP/TP serving model, expected vs observed
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from toolkit.analyze.config import config_diff, derived_settings, intended_vs_effective
+from toolkit.analyze.cudagraph import cuda_graph_coverage
 from toolkit.analyze.gpu import align, busy_share, downsample, oscillation, stage_comparison
+from toolkit.analyze.kv import kv_pressure
 from toolkit.analyze.model import (
     INCIDENT,
     KIMI_K2,
@@ -30,8 +35,12 @@ from toolkit.analyze.model import (
     what_if_table,
 )
 from toolkit.analyze.model_sim import simulate
+from toolkit.analyze.occupancy import decode_phases, occupancy_summary, slot_occupancy
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
+from toolkit.analyze.stages import stage_busy, stage_cadence, stage_desync, stage_timeline
+from toolkit.diagnose import Finding, diagnose
 from toolkit.errors import ParseError, ToolkitError, UnknownFormat
+from toolkit.export import chrome_trace, write_chrome_trace
 from toolkit.load.bench import BenchResults, load_bench
 from toolkit.load.gpu_trace import (
     GpuTrace,
@@ -50,6 +59,7 @@ __all__ = [
     "INCIDENT",
     "KIMI_K2",
     "BenchResults",
+    "Finding",
     "GpuTrace",
     "Launch",
     "Layout",
@@ -66,14 +76,22 @@ __all__ = [
     "admission",
     "align",
     "busy_share",
+    "chrome_trace",
+    "config_diff",
     "crossover",
+    "cuda_graph_coverage",
+    "decode_phases",
+    "derived_settings",
+    "diagnose",
     "downsample",
     "expected_vs_observed",
     "fit",
     "frontier",
     "gpu_roles",
     "incident_points",
+    "intended_vs_effective",
     "knee",
+    "kv_pressure",
     "load_bench",
     "load_compute_apps",
     "load_gpu_list",
@@ -81,13 +99,20 @@ __all__ = [
     "load_run",
     "load_sglang_log",
     "load_topology",
+    "occupancy_summary",
     "oscillation",
     "predict",
     "read_run_config",
     "scaling_gap",
     "scaling_table",
     "simulate",
+    "slot_occupancy",
+    "stage_busy",
+    "stage_cadence",
     "stage_comparison",
+    "stage_desync",
+    "stage_timeline",
     "what_if",
     "what_if_table",
+    "write_chrome_trace",
 ]

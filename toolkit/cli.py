@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from toolkit import __version__
+from toolkit.commands_diagnose import run_diagnose, run_diff, run_timeline
 from toolkit.commands_model import parse_what_if, run_model
 from toolkit.commands_scaling import run_scaling
 from toolkit.errors import ToolkitError
@@ -43,6 +44,22 @@ def main(argv: list[str] | None = None) -> int:
     scaling.add_argument("paths", nargs="+", type=Path, help="result files or run directories")
     scaling.add_argument("--json", action="store_true", help="print one JSON object")
     scaling.set_defaults(run=lambda a: run_scaling(a.paths, a.json))
+
+    diagnose = commands.add_parser("diagnose", help="every hypothesis checked: findings ranked")
+    diagnose.add_argument("paths", nargs="+", type=Path, help="run directories")
+    diagnose.add_argument("--json", action="store_true", help="print one JSON object")
+    diagnose.set_defaults(run=lambda a: run_diagnose(a.paths, a.json))
+
+    diff = commands.add_parser("diff", help="two launches' ServerArgs, parallel settings first")
+    diff.add_argument("a", type=Path, help="run directory A")
+    diff.add_argument("b", type=Path, help="run directory B")
+    diff.add_argument("--json", action="store_true", help="print one JSON object")
+    diff.set_defaults(run=lambda a: run_diff(a.a, a.b, a.json))
+
+    timeline = commands.add_parser("timeline", help="stage timeline as Chrome trace JSON")
+    timeline.add_argument("path", type=Path, help="run directory")
+    timeline.add_argument("-o", "--out", type=Path, required=True, help="trace file to write")
+    timeline.set_defaults(run=lambda a: run_timeline(a.path, a.out))
 
     model = commands.add_parser("model", help="the serving model: expected vs observed, what-if")
     model.add_argument("paths", nargs="+", type=Path, help="run directories")
