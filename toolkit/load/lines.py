@@ -8,7 +8,6 @@ file does not contain, so no line is ever split.
 
 from __future__ import annotations
 
-import itertools
 import tempfile
 import zlib
 from pathlib import Path
@@ -65,49 +64,6 @@ def contains_byte(path: Path, byte: bytes) -> bool:
             if byte in block:
                 return True
     return False
-
-
-def _absent(data: bytes) -> str | None:
-    for sep in _SEPARATORS:
-        if data.find(sep) < 0:
-            return sep.decode()
-    return None
-
-
-def line_ranges(path: Path, size: int) -> list[tuple[int, int]]:
-    """Byte ranges of about ``size`` bytes that together cover the file, cut after newlines."""
-    total = path.stat().st_size
-    bounds = [0]
-    with path.open("rb") as f:
-        while bounds[-1] + size < total:
-            f.seek(bounds[-1] + size)
-            cut = None
-            while cut is None and (block := f.read(1 << 16)):
-                i = block.find(b"\n")
-                cut = None if i < 0 else f.tell() - len(block) + i + 1
-            if cut is None or cut >= total:
-                break
-            bounds.append(cut)
-    bounds.append(total)
-    return list(itertools.pairwise(bounds))
-
-
-def read_range(path: Path, start: int, end: int) -> pl.DataFrame:
-    """``lineno`` (1-based within the range) and ``line`` of the bytes ``[start, end)``."""
-    with path.open("rb") as f:
-        f.seek(start)
-        data = f.read(end - start)
-    if not data:
-        return pl.DataFrame(schema={"lineno": pl.Int64, "line": pl.String})
-    separator = _absent(data)
-    if separator is None:
-        pieces = data.split(b"\n")
-        if pieces[-1] == b"":
-            pieces.pop()
-        return _frame(pieces, 1)
-    return pl.read_csv(data, **_csv_options(separator)).with_columns(
-        pl.col("lineno").cast(pl.Int64)
-    )
 
 
 def _csv_options(separator: str) -> dict:

@@ -9,13 +9,8 @@ progress bars or journal markers) and ``meta`` (wrapper, counts, clock offset).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
-import multiprocessing
-import os
 import re
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,9 +23,7 @@ from toolkit.load.sglang_lines import Shape, line_plan, refine_kind, sample_shap
 from toolkit.load.wrappers import sniff_wrapper, wrapper_named
 from toolkit.schema import BATCHES
 
-STORE_VERSION = "5"
-PARALLEL_MIN_BYTES = 96 << 20  # below this, worker start-up costs more than it saves
-PART_BYTES = 32 << 20  # bump when the stored columns change
+STORE_VERSION = "6"  # bump when the stored columns change
 _YEAR = re.compile(r"\[(\d{4})-\d\d-\d\d \d\d:\d\d:\d\d")
 
 
@@ -47,13 +40,13 @@ class Store:
     odd: dict[str, int]  # unreadable (invalid UTF-8 or control characters), undated
     ranks: tuple[str, ...]  # distinct rank texts (" PP3 TP0")
     headers: tuple[str, ...]  # distinct wrapper headers ("node python3[85690]")
-    parts: tuple[tuple[Path, int], ...]  # typed line files and the line numbers before each
+    lines_path: Path
     fix_path: Path
     kinds_path: Path
 
     def scan(self) -> pl.LazyFrame:
         """The typed lines, with ``kind`` refined for the lines the fast pass called ``other``."""
-        lf = scan_parts(self.parts)
+        lf = pl.scan_parquet(self.lines_path)
         if not any(k in self.counts for k in ("error", "progress", "marker")):
             return lf
         refined = pl.scan_parquet(self.kinds_path).rename({"kind": "_refined"})
@@ -93,7 +86,7 @@ def _from_meta(path: Path, stem: Path, meta: dict) -> Store:
         odd=meta["odd"],
         ranks=tuple(meta["ranks"]),
         headers=tuple(meta["headers"]),
-        parts=tuple((Path(f"{stem}.{name}"), offset) for name, offset in meta["parts"]),
+        lines_path=Path(f"{stem}.lines.parquet"),
         fix_path=Path(f"{stem}.fix.parquet"),
         kinds_path=Path(f"{stem}.kinds.parquet"),
     )
@@ -108,11 +101,11 @@ def _build(path: Path, stem: Path, workdir: Path) -> dict:
         shapes=tuple(sample_shapes(sample)),
         ansi=lines_io.contains_byte(plain, b"\x1b"),
     )
-    parts = _type_lines(plain, stem, job, workdir)
+    lines_path = _type_lines(plain, stem, job, workdir)
     if plain != path:
         plain.unlink()
 
-    lines = scan_parts(parts)
+    lines = pl.scan_parquet(lines_path)
     kinds = _refined_kinds(lines)
     kinds.write_parquet(f"{stem}.kinds.parquet")
     _fixups(lines).write_parquet(f"{stem}.fix.parquet")
@@ -127,7 +120,6 @@ def _build(path: Path, stem: Path, workdir: Path) -> dict:
         "offset": _round_offset(stats.pop("offset")),
         "problems": [problem] if problem else [],
         "counts": {k: v for k, v in sorted(counts.items()) if v},
-        "parts": [(p.name.removeprefix(stem.name + "."), offset) for p, offset in parts],
         **stats,
     }
 
@@ -146,56 +138,19 @@ class _Job:
                          ansi=self.ansi)  # fmt: skip
 
 
-def _type_lines(plain: Path, stem: Path, job: _Job, workdir: Path) -> list[tuple[Path, int]]:
-    """Type every line into Parquet: one streaming pass, or parts typed by worker processes.
+def _type_lines(plain: Path, stem: Path, job: _Job, workdir: Path) -> Path:
+    """Type every line into Parquet in one streaming pass (bounded memory at any file size).
 
-    Polars uses both cores in one process only partly on this plan; byte ranges typed in
-    separate processes, one thread each, use them fully.
+    Splitting the file over worker processes was measured no faster on 2 cores: the streaming
+    engine already keeps both busy for most of the pass.
     """
-    size = plain.stat().st_size
-    workers = min(os.cpu_count() or 1, 8)
-    if size < PARALLEL_MIN_BYTES or workers < 2:
-        out = Path(f"{stem}.lines.parquet")
-        partial = Path(f"{stem}.partial")
-        lines = lines_io.scan_lines(plain, workdir)
-        job.plan(lines).sink_parquet(partial, compression="lz4", statistics=False)
-        partial.replace(out)
-        return [(out, 0)]
-    ranges = lines_io.line_ranges(plain, PART_BYTES)
-    outs = [Path(f"{stem}.part{i:04d}.parquet") for i in range(len(ranges))]
-    saved = os.environ.get("POLARS_MAX_THREADS")
-    os.environ["POLARS_MAX_THREADS"] = "1"  # read by each worker's polars at import
-    try:
-        context = multiprocessing.get_context("spawn")  # never fork a process running polars
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            counts = list(
-                pool.map(_type_range, [plain] * len(ranges), ranges, outs, [job] * len(ranges))
-            )
-    finally:
-        if saved is None:
-            os.environ.pop("POLARS_MAX_THREADS", None)
-        else:
-            os.environ["POLARS_MAX_THREADS"] = saved
-    offsets = list(itertools.accumulate([0, *counts[:-1]]))
-    return list(zip(outs, offsets, strict=True))
-
-
-def _type_range(plain: Path, span: tuple[int, int], out: Path, job: _Job) -> int:
-    """Worker: type the lines of one byte range into ``out``; returns its line count."""
-    lines = lines_io.read_range(plain, *span)
-    job.plan(lines.lazy()).collect().write_parquet(out, compression="lz4", statistics=False)
-    return lines.height
-
-
-def scan_parts(parts: Sequence[tuple[Path, int]]) -> pl.LazyFrame:
-    """The typed line parts as one frame, line numbers made file-wide."""
-    frames = [
-        pl.scan_parquet(path).with_columns(pl.col("lineno") + offset)
-        if offset
-        else pl.scan_parquet(path)
-        for path, offset in parts
-    ]
-    return frames[0] if len(frames) == 1 else pl.concat(frames)
+    out = Path(f"{stem}.lines.parquet")
+    partial = Path(f"{stem}.partial")
+    job.plan(lines_io.scan_lines(plain, workdir)).sink_parquet(
+        partial, compression="lz4", statistics=False
+    )
+    partial.replace(out)
+    return out
 
 
 def _stats(lf: pl.LazyFrame) -> dict:
