@@ -296,8 +296,7 @@ class SGLangLog:
     def unrecognized(self, n: int = 5) -> pl.DataFrame:
         """The first ``n`` lines of kind ``other`` (what no loader recognized)."""
         spans = self._error_spans()
-        lf = self.scan().filter(pl.col("kind") == "other").select("source", "lineno", "message")
-        df = lf.head(n + spans.height).collect()
+        df = self._rows(["other"], ["message"]).head(n + spans.height)
         if spans.height:
             df = df.join(spans, on=["source", "lineno"], how="anti", maintain_order="left")
         return df.head(n)
@@ -306,7 +305,7 @@ class SGLangLog:
         """A JSON-ready summary per file (the shape ``ppscope parse --json`` prints)."""
         files = []
         for s in self.sources:
-            one = SGLangLog([s])
+            one = self if len(self.sources) == 1 else SGLangLog([s])
             cov = one.coverage()
             unrecognized = one.unrecognized(5)
             files.append(
@@ -356,11 +355,18 @@ class SGLangLog:
             for t in RANK_TAGS
         )  # fmt: skip
 
+    @cached_property
+    def _minor(self) -> pl.DataFrame:
+        """Every line that is not a batch line, read once: the small tables come from it."""
+        kind = pl.col("kind")
+        lf = self._resolved(self.scan().filter(~kind.is_in(["decode", "prefill"])))
+        columns = ["source", "_order", *_TIME[:2], "kind", "has_prefix", "level", "message"]
+        return self._sorted(lf.select(*columns, *RANK_TAGS).collect(engine="streaming"))
+
     def _rows(self, kinds: Sequence[str], columns: Sequence[str]) -> pl.DataFrame:
-        """The (few) lines of some kinds, resolved and in order."""
-        lf = self._resolved(self.scan().filter(pl.col("kind").is_in(list(kinds))))
+        """The lines of some (non-batch) kinds, resolved and in file order."""
         wanted = dict.fromkeys(["source", "_order", *_TIME[:2], *columns])
-        return self._sorted(lf.select(list(wanted)).collect(engine="streaming"))
+        return self._minor.filter(pl.col("kind").is_in(list(kinds))).select(list(wanted))
 
     def _sorted(self, df: pl.DataFrame) -> pl.DataFrame:
         """File order for one source; one clock (ts, then file order) across several."""
@@ -371,10 +377,7 @@ class SGLangLog:
     def _error_groups(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         kind = pl.col("kind")
         candidates = (kind == "error") | (kind.is_in(["other", "progress"]) & ~pl.col("has_prefix"))
-        lf = self._resolved(self.scan().filter(candidates))
-        columns = ["source", "_order", "lineno", "ts", "kind", "has_prefix", "level", "message",
-                   *RANK_TAGS]  # fmt: skip
-        return _group_errors(self._sorted(lf.select(columns).collect(engine="streaming")))
+        return _group_errors(self._minor.filter(candidates))
 
     def _error_spans(self) -> pl.DataFrame:
         return self._error_groups[1]
