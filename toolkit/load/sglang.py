@@ -20,6 +20,7 @@ import polars as pl
 from toolkit.errors import ParseError, ToolkitError
 from toolkit.load import lines as lines_io
 from toolkit.load.server_args import ServerArgsDump, ServerArgsError, parse_server_args
+from toolkit.load.sglang_lines import unreadable
 from toolkit.load.sglang_store import Store, open_store
 from toolkit.load.startup import startup_facts
 from toolkit.load.wrappers import decode_header
@@ -443,7 +444,7 @@ def _check_strict(log: SGLangLog) -> None:
         if not launch.complete:
             reason = "server_args dump is cut or garbled: " + "; ".join(launch.problems)
             raise ParseError(launch.source, launch.lineno, reason)
-    odd = log.scan().filter(pl.col("odd")).select("source", "lineno", "message").head(1).collect()
+    odd = unreadable(log.scan()).select("source", "lineno", "message").head(1).collect()
     if odd.height:
         r = odd.row(0, named=True)
         reason = "invalid utf-8" if "\ufffd" in r["message"] else "control characters (binary data)"

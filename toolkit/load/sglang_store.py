@@ -19,11 +19,18 @@ import polars as pl
 from toolkit import __version__
 from toolkit.load import lines as lines_io
 from toolkit.load.batch_line import KEY_COLUMN, parse_batch_message
-from toolkit.load.sglang_lines import Shape, line_plan, refine_kind, sample_shapes, type_by_key
+from toolkit.load.sglang_lines import (
+    Shape,
+    line_plan,
+    refine_kind,
+    sample_shapes,
+    type_by_key,
+    unreadable,
+)
 from toolkit.load.wrappers import sniff_wrapper, wrapper_named
 from toolkit.schema import BATCHES
 
-STORE_VERSION = "6"  # bump when the stored columns change
+STORE_VERSION = "7"  # bump when the stored columns change
 _YEAR = re.compile(r"\[(\d{4})-\d\d-\d\d \d\d:\d\d:\d\d")
 
 
@@ -161,7 +168,6 @@ def _stats(lf: pl.LazyFrame) -> dict:
             offset=(pl.col("ts").cast(pl.Datetime("us")) - pl.col("wrapper_ts"))
             .dt.total_seconds()
             .median(),
-            odd=pl.col("odd").sum(),
             undated=(
                 pl.col("ts").is_null()
                 & pl.col("clock").is_null()
@@ -178,7 +184,10 @@ def _stats(lf: pl.LazyFrame) -> dict:
     return {
         "lines": int(row["lines"]),
         "offset": row["offset"],
-        "odd": {"unreadable": int(row["odd"]), "undated": int(row["undated"])},
+        "odd": {
+            "unreadable": unreadable(lf).select(pl.len()).collect().item(),
+            "undated": int(row["undated"]),
+        },
         "ranks": sorted(row["ranks"]),
         "headers": sorted(row["headers"]),
         "counts": {k: int(n) for k, n in counts.iter_rows()},
