@@ -1,0 +1,56 @@
+"""The offline renderer: charts as a div and a call, the bundle once, no network address."""
+
+from __future__ import annotations
+
+import json
+
+import altair as alt
+import pytest
+
+from toolkit import report_render
+from toolkit.report_render import chart_html, external_refs, json_for_script
+
+
+def test_json_for_script_cannot_close_the_script() -> None:
+    text = json_for_script({"note": "</script><script>alert(1)</script> & <!--"})
+    assert "</" not in text and "<!--" not in text and "<" not in text
+    assert json.loads(text)["note"].startswith("</script>")
+
+
+def test_chart_html_is_a_div_and_a_call() -> None:
+    spec = alt.Chart(alt.Data(values=[{"x": 1}])).mark_point().encode(x="x:Q").to_dict()
+    html = chart_html(spec)
+    assert html.startswith('<div class="ppscope-chart" id="ppscope-chart-')
+    assert "vegaEmbed" in html and "<script src" not in html
+    assert len(html) < 2000, "no bundle inside a chart"
+    ids = {chart_html(spec).split('"')[3] for _ in range(3)}
+    assert len(ids) == 3, "each output gets its own container"
+
+
+def test_renderer_is_registered() -> None:
+    report_render.enable()
+    assert alt.renderers.active == report_render.RENDERER
+    bundle = alt.Chart(alt.Data(values=[{"x": 1}])).mark_point()._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert "ppscope-chart" in data["text/html"]
+
+
+@pytest.mark.parametrize(
+    ("html", "refs"),
+    [
+        ('<script src="https://cdn.jsdelivr.net/npm/vega@6"></script>', ["https://cdn.jsdelivr.net/npm/vega@6"]),
+        ('<link rel="stylesheet" href="//fonts.example/x.css">', ["//fonts.example/x.css"]),
+        ("<style>@import url(https://fonts.example/a.css);</style>", ["https://fonts.example/a.css"]),
+        ('<a href="https://github.com/x">a link is not a load</a>', []),
+        ('<img src="data:image/png;base64,AAAA">', []),
+        ('<script src="local.js"></script>', []),
+    ],
+)  # fmt: skip
+def test_external_refs(html: str, refs: list[str]) -> None:
+    assert external_refs(html) == refs
+
+
+def test_bundle_defines_vega_embed_once() -> None:
+    text = report_render.bundle_html()
+    assert text.startswith("<script>if(!window.vegaEmbed)")
+    assert text.count("window.vegaEmbed=") == 1 and "</script" not in text[8:-9]
