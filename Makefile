@@ -13,7 +13,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/ppscope parse data/incident
+	$(BIN)/ppscope report data/incident/tp8 data/incident/pp8 data/incident/pp8-fixed \
+		-o reports/incident-postmortem.html
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
@@ -21,6 +22,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/gpu_bench.py
+	$(BIN)/python bench/report_bench.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/

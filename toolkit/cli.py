@@ -73,6 +73,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     model.set_defaults(run=_model)
 
+    report = commands.add_parser("report", help="render an offline HTML postmortem")
+    report.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="RUN_DIR",
+        help="run directories (default: the sample)",
+    )
+    report.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="reports/NAME.html",
+        help="the report; NAME.json is written beside it",
+    )  # fmt: skip
+    report.add_argument(
+        "-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+        help="a notebook parameter, as with papermill -p",
+    )  # fmt: skip
+    report.add_argument(
+        "--notebook", default="postmortem",
+        help="postmortem, scaling_gap, stage_timeline, config_diff, gpu_trace, or a .ipynb path",
+    )  # fmt: skip
+    report.add_argument("--with-code", action="store_true", help="show the code cells")
+    report.add_argument(
+        "--no-redact", dest="redact", action="store_false",
+        help="keep API keys, tokens and passwords in the report",
+    )  # fmt: skip
+    report.set_defaults(run=_report)
+
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
@@ -126,6 +153,13 @@ def _finite(value: object) -> object:
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
     return value
+
+
+def _report(args: argparse.Namespace) -> int:
+    from toolkit.commands_report import run_report  # papermill and nbconvert: only when asked
+
+    params = dict(args.param)
+    return run_report(args.paths, args.output, params, args.with_code, args.redact, args.notebook)
 
 
 def _model(args: argparse.Namespace) -> int:
