@@ -86,3 +86,11 @@ def test_diff_needs_a_launch(
     empty.mkdir()
     assert run_diff(runs["tp8"], empty, as_json=False) == 2
     assert "no server launch" in capsys.readouterr().err
+
+
+def test_a_directory_without_inputs_is_an_error_not_a_healthy_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "notes.txt").write_text("nothing here\n")
+    assert run_diagnose([tmp_path], as_json=False) == 2
+    assert "no SGLang log, benchmark result or GPU trace" in capsys.readouterr().err

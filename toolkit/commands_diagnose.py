@@ -33,6 +33,8 @@ from toolkit.analyze.stages import stage_gpu_series
 from toolkit.diagnose import Finding, RunAnalysis, diagnose
 from toolkit.errors import ToolkitError
 from toolkit.export.perfetto import chrome_trace, write_chrome_trace
+from toolkit.load.bench_schema import BENCH_FORMATS
+from toolkit.load.gpu_trace import TRACE_FORMATS
 
 __all__ = ["diff_report", "findings_text", "run_diagnose", "run_diff", "run_timeline"]
 
@@ -44,6 +46,10 @@ def run_diagnose(run_dirs: list[Path], as_json: bool) -> int:
     """Diagnose the runs, print the findings (text or JSON), return the exit code."""
     try:
         contexts = [RunAnalysis(p) for p in run_dirs]
+        for path, ctx in zip(run_dirs, contexts, strict=True):
+            inputs = {"sglang-log", *BENCH_FORMATS, *TRACE_FORMATS} & set(ctx.run.files)
+            if not inputs:  # a wrong directory must not read as a healthy run
+                raise ToolkitError(f"{path}: no SGLang log, benchmark result or GPU trace found")
         findings = diagnose(contexts)
     except ToolkitError as e:
         print(f"ppscope: {e}", file=sys.stderr)
