@@ -183,3 +183,11 @@ def test_tracebacks_are_grouped() -> None:
 def _stamp(value: datetime) -> str:
     text = value.strftime("%Y-%m-%d %H:%M:%S")
     return text + f".{value.microsecond // 1000:03d}" if value.microsecond else text
+
+
+def test_multinode_startup_facts_belong_to_their_own_file_launch() -> None:
+    log = load_sglang_log([FIXTURES / "multinode-a.log", FIXTURES / "multinode-b.log"], cache=False)
+    assert len(log.launches) == 2
+    for launch in log.launches:
+        sources = set(launch.startup.get_column("source"))
+        assert sources == {launch.source}, (launch.source, sources)

@@ -211,19 +211,24 @@ class SGLangLog:
         A fact belongs to the launch whose ``server_args`` dump precedes it in its file.
         """
         df = self._rows(["startup", "server_args"], ["kind", "message", *RANK_TAGS])
+        dumps = df.filter(pl.col("kind") == "server_args")
+        # Launches are numbered in the order ``launches`` lists them (one clock across files);
+        # a fact belongs to the latest dump before it in its own file.
+        index = {(src, n): i for i, (src, n) in enumerate(dumps.select("source", "lineno").rows())}
         rows = []
-        # Facts before the first dump belong to no known launch, unless the version prints
-        # no dump at all (before 0.2): then they mark the only launch.
-        launch = -1 if (df.get_column("kind") == "server_args").any() else 0
-        for r in df.iter_rows(named=True):
+        current: dict[str, int] = {}
+        for r in df.sort("_order", "lineno").iter_rows(named=True):
             if r["kind"] == "server_args":
-                launch += 1
+                current[r["source"]] = index[(r["source"], r["lineno"])]
                 continue
+            # Before the first dump of a file no launch is known, unless the version prints
+            # no dump at all (before 0.2): then the facts mark the only launch.
+            launch = current.get(r["source"], None if dumps.height else 0)
             for fact, value, text in startup_facts(r["message"]):
                 rows.append(
                     {
                         **{c: r[c] for c in ("source", "lineno", "ts", *RANK_TAGS)},
-                        "launch": launch if launch >= 0 else None,
+                        "launch": launch,
                         "fact": fact,
                         "value": value,
                         "text": text,
