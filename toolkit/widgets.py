@@ -188,42 +188,36 @@ class WhatIfExplorer(Explorer):
         return views.what_if(self.runs, self.changes)
 
 
-class TimelineExplorer(Explorer):
-    """One run's stages over time: pick the run, a time window and the stages to show."""
+def _window_slider(span: float) -> W.FloatRangeSlider:
+    """A time window over the whole run, in minutes."""
+    span = max(span, 0.1)
+    return W.FloatRangeSlider(
+        value=(0.0, span),
+        min=0.0,
+        max=span,
+        step=span / 200,
+        description="minutes",
+        readout_format=".1f",
+        layout=_WIDE,
+    )
 
-    def __init__(
-        self, runs: views.RunSet, run: str = "", max_points: int = views.MAX_POINTS
-    ) -> None:
-        self.max_points = max_points
-        first = runs.label_of(views.pick_run(runs, run or None))
-        span, stages = views.timeline_extent(runs, first)
-        self.controls = {
-            "run": W.Dropdown(options=_labels(runs), value=first, description="run"),
-            "window": W.FloatRangeSlider(
-                value=(0.0, max(span, 0.1)),
-                min=0.0,
-                max=max(span, 0.1),
-                step=max(span, 0.1) / 200,
-                description="minutes",
-                readout_format=".1f",
-                layout=_WIDE,
-            ),
-            "stages": W.SelectMultiple(options=stages, value=tuple(stages), description="stages"),
-        }
+
+class _RunWindowExplorer(Explorer):
+    """An explorer of one run over a time window: picking another run resets the other controls
+    to that run's extent before one refresh."""
+
+    def __init__(self, runs: views.RunSet) -> None:
         self._resetting = False
         super().__init__(runs)
         self.controls["run"].observe(self._run_changed, names="value")
 
+    def _reset(self, run: str) -> None:
+        raise NotImplementedError
+
     def _run_changed(self, change: Any) -> None:
-        """A new run has its own length and stages: reset the window and stage list to them."""
-        span, stages = views.timeline_extent(self.runs, change["new"])
         self._resetting = True
         try:
-            window = self.controls["window"]
-            window.max = max(span, 0.1)
-            window.value = (0.0, max(span, 0.1))
-            self.controls["stages"].options = stages
-            self.controls["stages"].value = tuple(stages)
+            self._reset(change["new"])
         finally:
             self._resetting = False
         self.refresh()
@@ -234,20 +228,52 @@ class TimelineExplorer(Explorer):
         if not self._resetting:
             self.refresh()
 
+    def _window(self) -> tuple[float, float] | None:
+        """The chosen window in minutes, or None for the whole run."""
+        lo, hi = self.controls["window"].value
+        return None if lo <= 0 and hi >= self.controls["window"].max else (lo, hi)
+
+    def _set_window(self, span: float) -> None:
+        window = self.controls["window"]
+        window.max = max(span, 0.1)
+        window.value = (0.0, max(span, 0.1))
+
+
+class TimelineExplorer(_RunWindowExplorer):
+    """One run's stages over time: pick the run, a time window and the stages to show."""
+
+    def __init__(
+        self, runs: views.RunSet, run: str = "", max_points: int = views.MAX_POINTS
+    ) -> None:
+        self.max_points = max_points
+        first = runs.label_of(views.pick_run(runs, run or None))
+        span, stages = views.timeline_extent(runs, first)
+        self.controls = {
+            "run": W.Dropdown(options=_labels(runs), value=first, description="run"),
+            "window": _window_slider(span),
+            "stages": W.SelectMultiple(options=stages, value=tuple(stages), description="stages"),
+        }
+        super().__init__(runs)
+
+    def _reset(self, run: str) -> None:
+        """A new run has its own length and stages: reset the window and stage list to them."""
+        span, stages = views.timeline_extent(self.runs, run)
+        self._set_window(span)
+        self.controls["stages"].options = stages
+        self.controls["stages"].value = tuple(stages)
+
     def compute(self) -> views.View:
         c = self.controls
-        lo, hi = c["window"].value
-        full = lo <= 0 and hi >= c["window"].max
         return views.stage_timeline(
             self.runs,
             c["run"].value,
-            window=None if full else (lo, hi),
+            window=self._window(),
             stages=list(c["stages"].value) or None,
             max_points=self.max_points,
         )
 
 
-class GpuExplorer(Explorer):
+class GpuExplorer(_RunWindowExplorer):
     """One run's GPU trace: pick the run, the metric, the GPUs and a time window."""
 
     def __init__(
@@ -268,53 +294,29 @@ class GpuExplorer(Explorer):
                 description="metric",
             ),
             "gpus": W.SelectMultiple(options=gpus, value=tuple(gpus), description="GPUs"),
-            "window": W.FloatRangeSlider(
-                value=(0.0, max(span, 0.1)),
-                min=0.0,
-                max=max(span, 0.1),
-                step=max(span, 0.1) / 200,
-                description="minutes",
-                readout_format=".1f",
-                layout=_WIDE,
-            ),
+            "window": _window_slider(span),
         }
-        self._resetting = False
         super().__init__(runs)
-        self.controls["run"].observe(self._run_changed, names="value")
 
-    def _run_changed(self, change: Any) -> None:
-        span, gpus, metrics = views.gpu_extent(self.runs, change["new"])
-        self._resetting = True
-        try:
-            c = self.controls
-            if metrics:
-                keep = c["metric"].value if c["metric"].value in metrics else metrics[0]
-                c["metric"].options = metrics
-                c["metric"].value = keep
-            c["gpus"].options = gpus
-            c["gpus"].value = tuple(gpus)
-            c["window"].max = max(span, 0.1)
-            c["window"].value = (0.0, max(span, 0.1))
-        finally:
-            self._resetting = False
-        self.refresh()
-
-    def _changed(self, change: Any = None) -> None:
-        if change is not None and change["owner"] is self.controls["run"]:
-            return
-        if not self._resetting:
-            self.refresh()
+    def _reset(self, run: str) -> None:
+        span, gpus, metrics = views.gpu_extent(self.runs, run)
+        c = self.controls
+        if metrics:
+            keep = c["metric"].value if c["metric"].value in metrics else metrics[0]
+            c["metric"].options = metrics
+            c["metric"].value = keep
+        c["gpus"].options = gpus
+        c["gpus"].value = tuple(gpus)
+        self._set_window(span)
 
     def compute(self) -> views.View:
         c = self.controls
-        lo, hi = c["window"].value
-        full = lo <= 0 and hi >= c["window"].max
         return views.gpu_metrics(
             self.runs,
             c["run"].value,
             metric=c["metric"].value,
             gpus=list(c["gpus"].value) or None,
-            window=None if full else (lo, hi),
+            window=self._window(),
             max_points=self.max_points,
         )
 
