@@ -4,7 +4,7 @@
 
 Measures, best of ``RUNS`` interleaved runs in this process (warm page cache):
 
-- ``toolkit.load.gpu_trace.load_gpu_trace(FILE)`` — the typed load (units stripped, timestamp
+- ``toolkit.load.gpu.trace.load_gpu_trace(FILE)`` — the typed load (units stripped, timestamp
   parsed, every line accounted for);
 - ``pl.read_csv(FILE)`` — a plain read of the same file (strings, nothing typed);
 - ``toolkit.analyze.gpu.downsample(samples, "10s")`` — the chart-sized series.
@@ -28,7 +28,7 @@ OUT = BENCH / "out"
 sys.path.insert(0, str(BENCH.parent))  # the repo's own toolkit
 
 from toolkit.analyze.gpu import downsample  # noqa: E402
-from toolkit.load.gpu_trace import load_gpu_trace  # noqa: E402
+from toolkit.load.gpu.trace import load_gpu_trace  # noqa: E402
 
 GENERATOR_VERSION = 1
 GPUS = 8

@@ -42,7 +42,7 @@ import make_log  # noqa: E402
 LOG_BYTES = 100_000_000
 TARGETS = {"demo": (20.0, 3_000_000), "24h": (30.0, 5_000_000)}
 RENDER = (
-    "import sys; from toolkit.report import render; "
+    "import sys; from toolkit.report.render import render; "
     "render(sys.argv[1], {'runs': sys.argv[2]}, sys.argv[3])"
 )
 

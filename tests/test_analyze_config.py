@@ -20,8 +20,8 @@ from toolkit.analyze.config import (
     intended_vs_effective,
     launch_layout,
 )
-from toolkit.load.server_args import parse_launch_command
-from toolkit.load.sglang import load_sglang_log
+from toolkit.load.sglang.log import load_sglang_log
+from toolkit.load.sglang.server_args import parse_launch_command
 
 DATA = Path(__file__).parent / "data"
 PP8 = {

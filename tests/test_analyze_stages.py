@@ -26,7 +26,7 @@ from toolkit.analyze.stages import (
     stage_gpu_series,
     stage_timeline,
 )
-from toolkit.load.sglang import load_sglang_log
+from toolkit.load.sglang.log import load_sglang_log
 
 DATA = Path(__file__).parent / "data"
 T0 = datetime(2026, 5, 1, 10, 0, 0)

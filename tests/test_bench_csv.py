@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import ParseError, ToolkitError
-from toolkit.load.bench import load_bench, sniff_bench_format
-from toolkit.load.bench_csv import match_columns, normalize
+from toolkit.load.bench.results import load_bench, sniff_bench_format
+from toolkit.load.bench.sweep_csv import match_columns, normalize
 
 CSV = Path(__file__).parent / "data" / "bench" / "csv"
 

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from toolkit.errors import ToolkitError, UnknownFormat
-from toolkit.load.bench import load_bench, sniff_bench_format
-from toolkit.load.bench_schema import BENCH_FORMATS, REQUESTS, RUNS
+from toolkit.load.bench.results import load_bench, sniff_bench_format
+from toolkit.schema.bench import BENCH_FORMATS, REQUESTS, RUNS
 
 DATA = Path(__file__).parent / "data" / "bench"
 RESULT_FILES = sorted(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolkit.load.bench_schema import (
+from toolkit.schema.bench import (
     LATENCY_METRICS,
     METRIC_GLOSSARY,
     RUN_COLUMNS,

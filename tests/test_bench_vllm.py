@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.load.bench import load_bench, sniff_bench_format
+from toolkit.load.bench.results import load_bench, sniff_bench_format
 
 VLLM = Path(__file__).parent / "data" / "bench" / "vllm"
 

@@ -16,8 +16,8 @@ from typing import ClassVar
 import pytest
 from test_report_data import INCIDENT, make_runs
 
-from toolkit.report import render
-from toolkit.report_render import external_refs
+from toolkit.report.offline import external_refs
+from toolkit.report.render import render
 
 BROWSER = next(
     (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)),

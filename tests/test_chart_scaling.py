@@ -11,7 +11,7 @@ import pytest
 from toolkit.analyze.scaling import frontier, scaling_gap, scaling_table
 from toolkit.chart import theme
 from toolkit.chart.scaling import efficiency_chart, frontier_chart, latency_chart, throughput_chart
-from toolkit.load.bench import load_bench
+from toolkit.load.bench.results import load_bench
 
 DATA = Path(__file__).parent / "data" / "bench"
 

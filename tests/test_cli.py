@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.cli import main
+from toolkit.cli.main import main
 
 FIXTURES = Path(__file__).parent / "data" / "sglang"
 

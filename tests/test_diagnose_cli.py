@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.commands_diagnose import run_diagnose, run_diff
+from toolkit.cli.diagnose import run_diagnose, run_diff
 from toolkit.diagnose import SEVERITIES
 
 DIAG = Path(__file__).parent / "data" / "diagnose"

@@ -18,7 +18,7 @@ from toolkit.analyze.gpu import (
     oscillation,
     stage_comparison,
 )
-from toolkit.load.gpu_trace import gpu_roles, load_gpu_trace
+from toolkit.load.gpu.trace import gpu_roles, load_gpu_trace
 
 DATA = Path(__file__).parent / "data" / "gpu"
 T0 = datetime(2026, 5, 25, 21, 0, 0)

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from toolkit.errors import ParseError, ToolkitError
-from toolkit.load.gpu_trace import load_gpu_trace
+from toolkit.load.gpu.trace import load_gpu_trace
 
 BAD = Path(__file__).parent / "data" / "gpu" / "bad"
 

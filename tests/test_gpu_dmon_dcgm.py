@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from toolkit.errors import ParseError
-from toolkit.load.gpu_trace import load_gpu_trace
+from toolkit.load.gpu.trace import load_gpu_trace
 
 DATA = Path(__file__).parent / "data" / "gpu"
 

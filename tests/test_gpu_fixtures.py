@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import UnknownFormat
-from toolkit.load.gpu_trace import load_gpu_trace, sniff_gpu_format, summarize_gpu_file
+from toolkit.load.gpu.trace import load_gpu_trace, sniff_gpu_format, summarize_gpu_file
 
 DATA = Path(__file__).parent / "data" / "gpu"
 NOHEADER = "timestamp,index,utilization.gpu,memory.used,power.draw"

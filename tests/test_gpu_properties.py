@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolkit.errors import ParseError, UnknownFormat
-from toolkit.load.gpu_trace import load_gpu_trace
+from toolkit.load.gpu.trace import load_gpu_trace
 
 SETTINGS = settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from toolkit.errors import ParseError
-from toolkit.load.gpu_smi import parse_fields
-from toolkit.load.gpu_trace import load_gpu_trace
+from toolkit.load.gpu.smi import parse_fields
+from toolkit.load.gpu.trace import load_gpu_trace
 from toolkit.load.run_config import read_run_config
 
 DATA = Path(__file__).parent / "data" / "gpu"
@@ -131,7 +131,7 @@ def test_clock_offset_shifts_timestamps() -> None:
 
 
 def test_declared_columns_and_types() -> None:
-    from toolkit.load.gpu_schema import SAMPLES
+    from toolkit.schema.gpu import SAMPLES
 
     df = load_gpu_trace(DATA / "smi-flags.csv").samples
     assert df.columns[: len(SAMPLES)] == SAMPLES.names()

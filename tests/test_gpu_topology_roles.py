@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from toolkit.errors import ParseError, ToolkitError
-from toolkit.load.gpu_trace import gpu_roles, load_compute_apps, load_gpu_list, load_topology
+from toolkit.load.gpu.trace import gpu_roles, load_compute_apps, load_gpu_list, load_topology
 
 DATA = Path(__file__).parent / "data" / "gpu"
 

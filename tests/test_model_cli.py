@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from toolkit.analyze.model import ObservedPoint, incident_points
-from toolkit.commands_model import _finite, parse_what_if, run_model
+from toolkit.cli.model import _finite, parse_what_if, run_model
 from toolkit.errors import ToolkitError
 
 POINT_KEYS = [

@@ -21,7 +21,7 @@ from toolkit.analyze.model import (
     admission,
     predict,
 )
-from toolkit.analyze.model_sim import (
+from toolkit.analyze.model.sim import (
     SIM_BATCHES,
     SIM_FORWARDS,
     SIM_REQUESTS,

@@ -1,4 +1,4 @@
-"""Every notebook executed through ``toolkit.report`` (papermill + nbconvert), once per session.
+"""Every notebook executed through ``toolkit.report.render`` (papermill, nbconvert), once each.
 
 The notebooks run on ``data/incident/`` with their defaults when the sample incident is there,
 else on the small two-run incident of ``test_report_data``. The committed notebooks are checked
@@ -16,9 +16,9 @@ import papermill
 import pytest
 from test_report_data import API_KEY, CMD_KEY, INCIDENT, SCRIPT, make_runs
 
-from toolkit.commands_report import run_report
-from toolkit.report import CellError, Report, ReportError, render
-from toolkit.report_render import external_refs
+from toolkit.cli.report import run_report
+from toolkit.report.offline import external_refs
+from toolkit.report.render import CellError, Report, ReportError, render
 
 NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 NAMES = ["postmortem", "scaling_gap", "stage_timeline", "config_diff", "gpu_trace"]
@@ -207,7 +207,7 @@ def test_cli_rejects_bad_input(tmp_path: Path) -> None:
 
 
 def test_hung_cell_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("toolkit.report.CELL_TIMEOUT_S", 2)
+    monkeypatch.setattr("toolkit.report.render.CELL_TIMEOUT_S", 2)
     nb = nbformat.v4.new_notebook()
     params = nbformat.v4.new_code_cell('runs: str = ""  # nothing')
     params.metadata["tags"] = ["parameters"]

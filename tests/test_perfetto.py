@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 
 from toolkit.analyze.stages import stage_timeline
-from toolkit.commands_diagnose import run_timeline
+from toolkit.cli.diagnose import run_timeline
 from toolkit.export import chrome_trace, write_chrome_trace
-from toolkit.load.sglang import load_sglang_log
+from toolkit.load.sglang.log import load_sglang_log
 
 DATA = Path(__file__).parent / "data"
 PHASES = {"X", "i", "C", "M"}

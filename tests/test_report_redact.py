@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from toolkit.report_redact import (
+from toolkit.report.redact import (
     REDACTED,
     escape,
     is_secret_key,

@@ -7,8 +7,8 @@ import json
 import altair as alt
 import pytest
 
-from toolkit import report_render
-from toolkit.report_render import chart_html, external_refs, json_for_script
+from toolkit.report import offline as report_render
+from toolkit.report.offline import chart_html, external_refs, json_for_script
 
 
 def test_json_for_script_cannot_close_the_script() -> None:

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from test_report_data import API_KEY, SCRIPT, make_runs
 
-from toolkit import report_views as views
+from toolkit.report import sections as views
 
 
 @pytest.fixture(scope="module")

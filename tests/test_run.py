@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolkit import ToolkitError, load_run
-from toolkit.cli import main
+from toolkit.cli.main import main
 
 RUNS = Path(__file__).parent / "data" / "bench" / "runs"
 

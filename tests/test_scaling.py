@@ -9,8 +9,8 @@ import pytest
 
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
 from toolkit.errors import ToolkitError
-from toolkit.load.bench import load_bench
-from toolkit.load.bench_schema import FRONTIER, GAP, SCALING
+from toolkit.load.bench.results import load_bench
+from toolkit.schema.bench import FRONTIER, GAP, SCALING
 
 DATA = Path(__file__).parent / "data" / "bench"
 

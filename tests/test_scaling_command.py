@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.commands_scaling import run_scaling
+from toolkit.cli.scaling import run_scaling
 
 DATA = Path(__file__).parent / "data" / "bench"
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolkit.analyze.scaling import crossover, scaling_gap, scaling_table
-from toolkit.load.bench_schema import RUNS
+from toolkit.schema.bench import RUNS
 
 SETTINGS = settings(max_examples=60, deadline=None)
 LABELS = ("PP8", "TP8", "PP4xTP2")

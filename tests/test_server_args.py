@@ -1,4 +1,4 @@
-"""Tests for toolkit.load.server_args: the server_args dump and the launch command."""
+"""Tests for toolkit.load.sglang.server_args: the server_args dump and the launch command."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolkit.errors import ToolkitError
-from toolkit.load.server_args import (
+from toolkit.load.sglang.server_args import (
     ServerArgsDump,
     ServerArgsError,
     parse_launch_command,

@@ -17,9 +17,9 @@ import polars as pl
 import pytest
 
 from toolkit import load_sglang_log
-from toolkit.load.server_args import parse_server_args
-from toolkit.load.sglang import NO_DUMP, SGLangLog
-from toolkit.schema import BATCH_FIELDS
+from toolkit.load.sglang.log import NO_DUMP, SGLangLog
+from toolkit.load.sglang.server_args import parse_server_args
+from toolkit.schema.sglang import BATCH_FIELDS
 
 FIXTURES = Path(__file__).parent / "data" / "sglang"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((FIXTURES / "expected.json").read_text())

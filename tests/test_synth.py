@@ -156,9 +156,9 @@ def test_gpu_csv_is_nvidia_smi_query_output(runs: dict[str, Path]) -> None:
 
 def test_gpu_csv_through_the_gpu_loader(runs: dict[str, Path]) -> None:
     try:
-        from toolkit.load.gpu_trace import load_gpu_trace
+        from toolkit.load.gpu.trace import load_gpu_trace
     except ImportError:
-        pytest.skip("toolkit.load.gpu_trace is not available")
+        pytest.skip("toolkit.load.gpu.trace is not available")
     path = runs["pp8"] / "gpu.csv"
     trace = load_gpu_trace(path)
     assert trace.samples.height == len(path.read_text().splitlines()) - 1

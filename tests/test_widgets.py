@@ -8,8 +8,8 @@ import altair as alt
 import pytest
 from test_report_data import make_runs
 
-from toolkit import report_views as views
-from toolkit.widgets import (
+from toolkit.report import sections as views
+from toolkit.report.widgets import (
     ConfigDiffExplorer,
     GpuExplorer,
     ScalingExplorer,

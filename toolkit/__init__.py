@@ -14,8 +14,7 @@ The facade reads like a table of contents:
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from toolkit._version import __version__
 from toolkit.analyze.config import config_diff, derived_settings, intended_vs_effective
 from toolkit.analyze.cudagraph import cuda_graph_coverage
 from toolkit.analyze.gpu import align, busy_share, downsample, oscillation, stage_comparison
@@ -34,15 +33,15 @@ from toolkit.analyze.model import (
     what_if,
     what_if_table,
 )
-from toolkit.analyze.model_sim import simulate
+from toolkit.analyze.model.sim import simulate
 from toolkit.analyze.occupancy import decode_phases, occupancy_summary, slot_occupancy
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
 from toolkit.analyze.stages import stage_busy, stage_cadence, stage_desync, stage_timeline
 from toolkit.diagnose import Finding, diagnose
 from toolkit.errors import ParseError, ToolkitError, UnknownFormat
 from toolkit.export import chrome_trace, write_chrome_trace
-from toolkit.load.bench import BenchResults, load_bench
-from toolkit.load.gpu_trace import (
+from toolkit.load.bench.results import BenchResults, load_bench
+from toolkit.load.gpu.trace import (
     GpuTrace,
     Topology,
     gpu_roles,
@@ -53,7 +52,7 @@ from toolkit.load.gpu_trace import (
 )
 from toolkit.load.run import Run, load_run
 from toolkit.load.run_config import RunConfig, read_run_config
-from toolkit.load.sglang import Launch, SGLangLog, load_sglang_log
+from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 
 __all__ = [
     "INCIDENT",

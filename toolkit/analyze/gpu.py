@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.load.gpu_schema import METRICS
+from toolkit.schema.gpu import METRICS
 
 GLOSSARY: dict[str, str] = {
     "util_pct": (

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import polars as pl
 
 from toolkit.errors import ToolkitError
-from toolkit.load.bench_schema import FRONTIER, GAP, SCALING
+from toolkit.schema.bench import FRONTIER, GAP, SCALING
 
 __all__ = ["crossover", "frontier", "knee", "scaling_gap", "scaling_table"]
 

@@ -30,7 +30,6 @@ from pathlib import Path
 
 from toolkit.diagnose.admission import queue_backlog, running_cap
 from toolkit.diagnose.config import config_not_applied
-from toolkit.diagnose.context import RunAnalysis
 from toolkit.diagnose.cudagraph import cuda_graph_miss
 from toolkit.diagnose.finding import SEVERITIES, Finding, severity_of
 from toolkit.diagnose.kv import kv_cache_pressure
@@ -43,6 +42,7 @@ from toolkit.diagnose.stages import (
 )
 from toolkit.diagnose.throughput import prefill_interference, scaling_collapse
 from toolkit.load.run import Run
+from toolkit.run_analysis import RunAnalysis
 
 __all__ = [
     "FINDING_IDS",

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from toolkit.diagnose.context import RunAnalysis
 from toolkit.diagnose.finding import Finding
+from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["config_not_applied"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
-from toolkit.diagnose.context import RunAnalysis
 from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["EAGER_SLOWDOWN", "cuda_graph_miss"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from toolkit.diagnose.context import RunAnalysis
 from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["kv_cache_pressure"]
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.diagnose.context import RunAnalysis
 from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["pp_empty_async_slots", "pp_low_concurrency", "pp_underfilled_slots"]
 

@@ -17,10 +17,10 @@ import polars as pl
 
 from toolkit.analyze.model import Workload, layer_partition, predict
 from toolkit.analyze.stages import desync_share
-from toolkit.diagnose.context import RunAnalysis
 from toolkit.diagnose.finding import Finding, severity_of
 from toolkit.diagnose.slots import SLOT_TOLERANCE
 from toolkit.errors import ToolkitError
+from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["gpu_idle_bubbles", "pp_lockstep_logging", "stage_desync", "stage_imbalance"]
 

@@ -18,8 +18,8 @@ from typing import Any
 import polars as pl
 
 from toolkit.analyze.stages import reference_lines
-from toolkit.diagnose.context import RunAnalysis
 from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["prefill_interference", "scaling_collapse"]
 

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ToolkitError
-from toolkit.load.bench import BenchResults, load_bench
-from toolkit.load.bench_common import layout_label, layout_of
-from toolkit.load.bench_schema import BENCH_FORMATS
-from toolkit.load.gpu_trace import TRACE_FORMATS, GpuTrace, Topology, load_gpu_trace, load_topology
+from toolkit.load.bench.common import layout_label, layout_of
+from toolkit.load.bench.results import BenchResults, load_bench
+from toolkit.load.gpu.trace import TRACE_FORMATS, GpuTrace, Topology, load_gpu_trace, load_topology
 from toolkit.load.run_config import RunConfig, read_run_config
-from toolkit.load.sglang import Launch, SGLangLog, load_sglang_log
+from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sniff import expand, sniff
+from toolkit.schema.bench import BENCH_FORMATS
 
 _MAY_HOLD_RESULTS = (*BENCH_FORMATS, "sglang-log")
 # Scheduler settings that decide how a layout behaves, as the serving model names them.

@@ -6,10 +6,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from toolkit.load.bench import sniff_bench_format
-from toolkit.load.gpu_trace import sniff_gpu_format
-from toolkit.load.lines import head_lines
-from toolkit.load.sglang_lines import BRACKET
+from toolkit.load.bench.results import sniff_bench_format
+from toolkit.load.gpu.trace import sniff_gpu_format
+from toolkit.load.sglang.plan import BRACKET
+from toolkit.load.text import head_lines
 
 _SERVER_HINTS = re.compile(
     BRACKET

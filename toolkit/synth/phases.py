@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from toolkit.analyze.model import Layout, Params, Workload
-from toolkit.analyze.model_sim import Simulation, simulate
+from toolkit.analyze.model.sim import Simulation, simulate
 from toolkit.errors import ToolkitError
 
 __all__ = ["Bench", "Phase", "run_sweep"]

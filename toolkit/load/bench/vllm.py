@@ -1,0 +1,41 @@
+"""vLLM ``benchmark_serving.py --save-result`` and ``vllm bench serve`` result JSON.
+
+One JSON object per file; ``--append-result`` writes several, one per line. Keys follow the
+``bench_serving`` family (see ``bench_dict``); ``--save-detailed`` adds per-request arrays,
+whose ``start_times`` are ``perf_counter`` readings: relative, so the requests table gets
+``start_s`` but no absolute ``ts``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from toolkit.errors import ParseError
+from toolkit.load.bench.common import Parsed
+from toolkit.load.bench.result_dict import read_result
+
+
+def read_vllm(path: Path, text: str) -> list[Parsed]:
+    """The runs of a vLLM result file (one object, or one object per line)."""
+    try:
+        objects = [json.loads(text)]
+        linenos: list[int | None] = [None]
+    except json.JSONDecodeError:
+        objects, linenos = [], []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                objects.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ParseError(path, lineno, f"not a JSON object: {e.msg}", line) from e
+            linenos.append(lineno)
+    out = []
+    for obj, lineno in zip(objects, linenos, strict=True):
+        if not isinstance(obj, dict):
+            raise ParseError(path, lineno, "expected a JSON object")
+        parsed = read_result(obj)
+        parsed.lineno = lineno
+        out.append(parsed)
+    return out

@@ -1,0 +1,189 @@
+"""The runs a report compares: run directories found from the working directory or its parents,
+loaded with a progress bar, and one ``RunAnalysis`` each, shared by every section."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from toolkit.diagnose import RunAnalysis
+from toolkit.errors import ToolkitError
+from toolkit.load.gpu.trace import GpuTrace, Topology
+from toolkit.load.run import Run, load_run
+from toolkit.report.context import in_report, progress_stream
+
+__all__ = ["RunSet", "load_runs", "resolve_run_dir"]
+
+
+def resolve_run_dir(path: str | Path) -> Path:
+    """A run directory as given, else (when relative) the same path under a parent directory.
+
+    Notebooks name ``data/incident/tp8`` relative to the repository; JupyterLab starts them in
+    ``notebooks/``. The path itself is returned unchanged when it exists, so reports keep
+    relative names.
+    """
+    p = Path(path).expanduser()
+    if p.exists() or p.is_absolute():
+        return p
+    here = Path.cwd()
+    for parent in here.parents:
+        candidate = parent / p
+        if candidate.exists():
+            return Path(*[".."] * (len(here.parts) - len(parent.parts))) / p
+    raise ToolkitError(f"{path}: no such run directory (looked in {here.name}/ and its parents)")
+
+
+class RunSet:
+    """The runs a report compares, in the order given, with their GPU traces loaded once."""
+
+    def __init__(self, runs: Sequence[Run], given: Sequence[str] | None = None) -> None:
+        self.runs = list(runs)
+        self.paths = list(given) if given is not None else [str(r.path) for r in self.runs]
+        self._analyses: list[RunAnalysis] | None = None
+
+    def __iter__(self) -> Iterator[Run]:
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __repr__(self) -> str:
+        return f"<RunSet {', '.join(self.labels)}>"
+
+    @property
+    def labels(self) -> list[str]:
+        """Run labels, unique: a repeated label gets its folder name appended."""
+        seen: dict[str, int] = {}
+        out = []
+        for run in self.runs:
+            label = run.label
+            seen[label] = seen.get(label, 0) + 1
+            out.append(label if seen[label] == 1 else f"{label} ({run.path.name})")
+        return out
+
+    def get(self, label: str | None) -> Run:
+        """The run with this label (the first run when None or empty)."""
+        if not label:
+            return self.runs[0]
+        for name, run in zip(self.labels, self.runs, strict=True):
+            if name == label:
+                return run
+        raise ToolkitError(f"no run labelled {label!r} (have: {', '.join(self.labels)})")
+
+    def label_of(self, run: Run) -> str:
+        return self.labels[self.runs.index(run)]
+
+    @property
+    def analyses(self) -> list[RunAnalysis]:
+        """One ``RunAnalysis`` per run, shared by the findings and the sections that show the
+        same occupancy, coverage and KV tables (computed once)."""
+        if self._analyses is None:
+            self._analyses = [RunAnalysis(run) for run in self.runs]
+            for ctx in self._analyses:
+                ctx.peers = tuple(c for c in self._analyses if c is not ctx)
+        return self._analyses
+
+    def analysis(self, run: Run) -> RunAnalysis:
+        return self.analyses[self.runs.index(run)]
+
+    def gpu(self, run: Run) -> GpuTrace | None:
+        """The run's GPU trace, or None (also when it holds no sample)."""
+        trace = run.gpu
+        return trace if trace is not None and trace.samples.height else None
+
+    def topology(self, run: Run) -> Topology | None:
+        """The run's ``nvidia-smi topo -m`` output, or None."""
+        return run.topology
+
+    def bench(self) -> pl.DataFrame | None:
+        """Benchmark runs of every run, labelled by run."""
+        frames = []
+        for run, label in zip(self.runs, self.labels, strict=True):
+            if run.bench is not None:
+                frames.append(run.bench.runs.with_columns(label=pl.lit(label)))
+        return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+    def observed(self) -> pl.DataFrame | None:
+        """Observed points for the serving model: each benchmark joined with its launch."""
+        frames = []
+        for run, label in zip(self.runs, self.labels, strict=True):
+            if run.bench is None:
+                continue
+            layout = run.layout()
+            frames.append(
+                run.bench.runs.with_columns(
+                    pl.lit(label).alias("label"),
+                    pl.col("max_concurrency").fill_null(pl.col("concurrency")).alias("concurrency"),
+                    *(
+                        pl.lit(v).alias(k)
+                        for k, v in layout.items()
+                        if k not in ("tp", "pp", "dp", "ep") and v is not None
+                    ),
+                )
+            )
+        if not frames:
+            return None
+        points = pl.concat(frames, how="diagonal_relaxed")
+        return points.filter(pl.col("concurrency").is_not_null() & (pl.col("concurrency") > 0))
+
+
+def load_runs(runs: str | Sequence[str | Path], *, progress: bool | None = None) -> RunSet:
+    """Load run directories (a comma-separated string or a list) and parse their inputs now.
+
+    Parsing happens here, so later sections are quick, with a progress bar per file: in a
+    live notebook under the cell; in a batch render on the terminal of ``ppscope report``
+    (never in the report itself). ``progress=False`` silences it.
+    """
+    given = [s.strip() for s in runs.split(",")] if isinstance(runs, str) else list(runs)
+    given = [str(g) for g in given if str(g)]
+    if not given:
+        raise ToolkitError("no run directories given")
+    loaded = [load_run(resolve_run_dir(g)) for g in given]
+    bar = _progress_bar(loaded) if progress is not False else None
+    out = RunSet(loaded, given)
+    for run, path in zip(loaded, given, strict=True):
+        for step in ("log", "bench", "gpu"):
+            if bar is not None:
+                bar.set_description(f"{path}: {step}")
+            if step == "gpu":
+                out.gpu(run)
+            else:
+                getattr(run, step)
+            if bar is not None:
+                bar.update(_step_bytes(run, step))
+    if bar is not None:
+        bar.close()
+    return out
+
+
+def _step_bytes(run: Run, step: str) -> int:
+    """Bytes of the files a loading step reads, to advance the progress bar by."""
+    logs = {"sglang-log"}
+    traces = {"nvidia-smi-csv", "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter"}
+    wanted = {"log": logs, "gpu": traces}.get(step)
+    return sum(
+        p.stat().st_size
+        for fmt, ps in run.files.items()
+        for p in ps
+        if (fmt in wanted if wanted is not None else fmt not in logs | traces)
+    )
+
+
+def _progress_bar(runs: Sequence[Run]) -> Any:
+    total = sum(p.stat().st_size for r in runs for ps in r.files.values() for p in ps)
+    options = {"total": total, "unit": "B", "unit_scale": True, "leave": False}
+    if in_report():
+        stream = progress_stream()
+        if stream is None:
+            return None
+        from tqdm import tqdm as text_bar
+
+        # the kernel's own stderr is the terminal of ``ppscope report``: the bar is seen
+        # there and never lands in the notebook's outputs
+        return text_bar(file=stream, **options)
+    from tqdm.auto import tqdm
+
+    return tqdm(**options)

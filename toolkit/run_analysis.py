@@ -1,0 +1,344 @@
+"""``RunAnalysis``: every analysis of one run, computed once and shared by all the rules.
+
+A rule is a function of one ``RunAnalysis`` (its ``peers`` are the other runs diagnosed with
+it, for comparisons across layouts). Analyses are computed on first use, so a run without a
+GPU trace never loads one and a rule that needs only the config never reads the batches.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from toolkit.analyze.config import (
+    captured_sizes,
+    derived_settings,
+    intended_vs_effective,
+    launch_layout,
+)
+from toolkit.analyze.cudagraph import cuda_graph_coverage, graph_summary
+from toolkit.analyze.kv import RETRACTION_PREFIXES, kv_pressure, retractions
+from toolkit.analyze.model import INCIDENT, Layout, Params, Workload, fit, predict
+from toolkit.analyze.occupancy import decode_phases, occupancy_summary, slot_occupancy
+from toolkit.analyze.stages import (
+    LOG_INTERVAL,
+    phase_busy,
+    stage_busy,
+    stage_desync,
+    stage_timeline,
+)
+from toolkit.errors import ToolkitError
+from toolkit.load.run import Run, load_run
+from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
+from toolkit.schema.sglang import BATCHES
+
+__all__ = ["RunAnalysis"]
+
+_LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
+
+
+class RunAnalysis:
+    """The analyses of one run directory, on first use.
+
+    Parameters
+    ----------
+    run
+        A loaded ``Run`` or the path of a run directory.
+    """
+
+    def __init__(self, run: Run | str | Path) -> None:
+        self.run = run if isinstance(run, Run) else load_run(run)
+        self.peers: tuple[RunAnalysis, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"<RunAnalysis {self.label}>"
+
+    # ------------------------------------------------------------------ identity and launch
+    @cached_property
+    def label(self) -> str:
+        return self.run.label
+
+    @cached_property
+    def launch(self) -> Any:
+        return self.run.launch
+
+    @cached_property
+    def server_args(self) -> dict[str, Any]:
+        return dict(self.launch.server_args) if self.launch is not None else {}
+
+    @cached_property
+    def facts(self) -> dict[str, Any]:
+        return self.launch.facts() if self.launch is not None else {}
+
+    @cached_property
+    def derived(self) -> dict[str, Any]:
+        return derived_settings(self.server_args, self.facts)
+
+    @cached_property
+    def layout(self) -> Layout:
+        """The serving model's layout of the launch (resolved values where logged)."""
+        try:
+            return launch_layout(self.server_args, self.facts)
+        except ToolkitError:
+            return Layout()
+
+    @property
+    def pp(self) -> int:
+        return self.layout.pp
+
+    @property
+    def depth(self) -> int:
+        return self.layout.pp_async_batch_depth
+
+    @property
+    def slots(self) -> int:
+        return self.layout.loop_size
+
+    @cached_property
+    def log_interval(self) -> int:
+        value = self.server_args.get("decode_log_interval")
+        return value if isinstance(value, int) and value > 0 else LOG_INTERVAL
+
+    # ------------------------------------------------------------------ tables
+    @cached_property
+    def batches(self) -> pl.DataFrame:
+        """Batch lines of the launch the benchmark measured (the last one)."""
+        log = self.run.log
+        if log is None:
+            return pl.DataFrame(schema=BATCHES)
+        df = log.batches
+        launch = self.launch
+        if launch is None or len(log.launches) < 2:
+            return df
+        if len(log.sources) == 1:
+            return df.filter(pl.col("lineno") > launch.lineno)
+        return df.filter(pl.col("ts") >= launch.ts)
+
+    @cached_property
+    def bench(self) -> pl.DataFrame | None:
+        """The run's benchmark results, or None."""
+        results = self.run.bench
+        return results.runs if results is not None and results.runs.height else None
+
+    @cached_property
+    def phases(self) -> pl.DataFrame:
+        chunk = self.derived["resolved_chunked_prefill_size"]
+        return decode_phases(self.batches, self.bench, chunked_prefill_size=chunk)
+
+    @cached_property
+    def occupancy(self) -> pl.DataFrame:
+        return slot_occupancy(self.batches, self.phases, pp_size=self.pp, async_depth=self.depth)
+
+    @cached_property
+    def phase_summary(self) -> pl.DataFrame:
+        return occupancy_summary(self.occupancy, self.phases, self.layout)
+
+    @cached_property
+    def timeline(self) -> pl.DataFrame:
+        return stage_timeline(self.batches, log_interval=self.log_interval)
+
+    @cached_property
+    def desync(self) -> pl.DataFrame:
+        return stage_desync(self.timeline)
+
+    @cached_property
+    def captured(self) -> list[int] | None:
+        return captured_sizes(self.server_args, self.facts)
+
+    @cached_property
+    def coverage(self) -> pl.DataFrame:
+        padding = not self.server_args.get("disable_cuda_graph_padding", False)
+        return cuda_graph_coverage(self.batches, self.captured, padding=padding)
+
+    @cached_property
+    def graphs(self) -> dict[str, Any]:
+        return graph_summary(self.coverage, self.captured)
+
+    @cached_property
+    def retracted(self) -> pl.DataFrame:
+        """Retraction events of the log (``KV cache pool is full. Retract requests.``)."""
+        log = self.run.log
+        if log is None:
+            return retractions(pl.DataFrame())
+        msg = pl.col("message")
+        hit = pl.any_horizontal(*(msg.str.contains(p, literal=True) for p in RETRACTION_PREFIXES))
+        lines = (
+            log.scan()
+            .filter(hit)
+            .select(
+                pl.coalesce("ts", pl.col("wrapper_ts").cast(pl.Datetime("ms"))).alias("ts"),
+                pl.col("ranks").str.extract(r"PP(\d+)", 1).cast(pl.Int64).alias("pp"),
+                "message",
+            )
+            .collect()
+        )
+        if self.launch is not None and lines.height:
+            lines = lines.filter(pl.col("ts") >= self.launch.ts)
+        return retractions(lines)
+
+    @cached_property
+    def kv(self) -> pl.DataFrame:
+        return kv_pressure(self.batches, self.retracted)
+
+    # ------------------------------------------------------------------ GPU trace
+    @cached_property
+    def gpu_samples(self) -> pl.DataFrame | None:
+        """GPU trace samples on the log's clock, or None when the run has no trace."""
+        trace = getattr(self.run, "gpu", None) or getattr(self.run, "gpu_trace", None)
+        if trace is None:
+            trace = self._load_trace()
+        samples = getattr(trace, "samples", None)
+        return samples if isinstance(samples, pl.DataFrame) and samples.height else None
+
+    def _load_trace(self) -> Any:
+        try:
+            from toolkit.load.gpu.trace import TRACE_FORMATS, load_gpu_trace, sniff_gpu_format
+        except ImportError:  # the GPU loaders are optional for a diagnosis
+            return None
+        files = [p for ps in self.run.files.values() for p in ps]
+        paths = [p for p in files if _safe_sniff(sniff_gpu_format, p) in TRACE_FORMATS]
+        if not paths:
+            return None
+        config = self.run.config
+        try:
+            return load_gpu_trace(
+                paths, fields=config.gpu_trace_fields, clock_offset_s=config.clock_offset_s
+            )
+        except ToolkitError:
+            return None
+
+    @cached_property
+    def roles(self) -> pl.DataFrame | None:
+        """Which GPU runs which stage (``gpu_roles`` of the launch), or None."""
+        if self.launch is None:
+            return None
+        try:
+            from toolkit.load.gpu.roles import gpu_roles
+        except ImportError:
+            return None
+        try:
+            return gpu_roles(self.launch)
+        except ToolkitError:
+            return None
+
+    @cached_property
+    def busy(self) -> pl.DataFrame:
+        """Per stage busy share while decoding (trace, else the log's fwd occupancy)."""
+        return stage_busy(self.batches, self.gpu_samples, self.roles)
+
+    @cached_property
+    def busy_by_phase(self) -> pl.DataFrame | None:
+        if self.gpu_samples is None:
+            return None
+        return phase_busy(self.gpu_samples, self.roles, self.phases)
+
+    # ------------------------------------------------------------------ intended vs effective
+    @cached_property
+    def command(self) -> tuple[str, str] | None:
+        """(launch command, where it came from): ``run.toml``, else a line of the log."""
+        if self.run.config.command:
+            return self.run.config.command, "run.toml"
+        log = self.run.log
+        if log is None:
+            return None
+        hits = (
+            log.scan()
+            .filter(pl.col("message").str.contains("launch_server", literal=True))
+            .select("message", "lineno", "source")
+            .head(20)
+            .collect()
+        )
+        for message, lineno, source in hits.iter_rows():
+            m = _LAUNCH_LINE.search(message or "")
+            if m is not None:
+                return message[m.start() :], f"{Path(source).name}:{lineno}"
+        return None
+
+    @cached_property
+    def intended(self) -> pl.DataFrame | None:
+        """The launch command's flags against the logged ServerArgs, or None."""
+        if self.command is None or self.launch is None or not self.server_args:
+            return None
+        try:
+            flags = parse_launch_command(self.command[0])
+        except ServerArgsError:
+            return None
+        return intended_vs_effective(
+            flags, self.server_args, self.facts, complete=self.launch.complete
+        )
+
+    # ------------------------------------------------------------------ the serving model
+    @cached_property
+    def params(self) -> Params:
+        """Model parameters fitted to the run's own benchmark points where it has usable ones
+        (single-stream points calibrate the machine), else the incident's calibration."""
+        if self.bench is None or self.launch is None:
+            return INCIDENT
+        runs = self.bench.filter(
+            pl.col("concurrency").is_not_null() & pl.col("output_tok_s").is_not_null()
+        )
+        if not runs.filter(pl.col("concurrency") == 1).height:
+            return INCIDENT
+        lay = self.layout
+        points = runs.select(
+            pl.lit(self.label).alias("label"),
+            pl.lit(lay.tp).alias("tp"),
+            pl.lit(lay.pp).alias("pp"),
+            pl.lit(lay.dp).alias("dp"),
+            pl.lit(lay.pp_async_batch_depth).alias("pp_async_batch_depth"),
+            pl.lit(lay.pp_max_micro_batch_size, pl.Int64).alias("pp_max_micro_batch_size"),
+            pl.lit(lay.max_running_requests, pl.Int64).alias("max_running_requests"),
+            pl.lit(lay.chunked_prefill_size).alias("chunked_prefill_size"),
+            pl.lit(lay.max_total_num_tokens, pl.Int64).alias("max_total_num_tokens"),
+            "concurrency",
+            *(c for c in ("input_len", "output_len") if c in runs.columns),
+            "output_tok_s",
+        )
+        try:
+            return fit(points).params
+        except (ToolkitError, ZeroDivisionError, ValueError):
+            return INCIDENT
+
+    def model_tok_s(
+        self,
+        layout: Layout,
+        concurrency: int,
+        input_len: float | None = None,
+        output_len: float | None = None,
+    ) -> float | None:
+        """The serving model's decode tok/s for ``layout`` at ``concurrency``; None if it fails."""
+        isl = _length(input_len, 1000)
+        osl = _length(output_len, isl)
+        try:
+            tok_s = predict(layout, Workload(max(int(concurrency), 1), isl, osl), self.params).tok_s
+        except (ToolkitError, ZeroDivisionError, ValueError):
+            return None
+        return tok_s if math.isfinite(tok_s) and tok_s > 0 else None
+
+    def with_layout(self, **changes: Any) -> Layout:
+        """The launch's layout with some settings replaced."""
+        return replace(self.layout, **changes)
+
+    def phase(self, index: int) -> dict[str, Any]:
+        """One row of ``phases`` as a dict (empty when there is no such phase)."""
+        rows = self.phases.filter(pl.col("phase") == index)
+        return rows.row(0, named=True) if rows.height else {}
+
+
+def _length(value: float | None, default: int) -> int:
+    if value is None or not math.isfinite(value) or value < 1:
+        return default
+    return max(round(value), 1)
+
+
+def _safe_sniff(sniffer: Any, path: Path) -> str | None:
+    try:
+        return sniffer(path)
+    except (OSError, UnicodeDecodeError, ToolkitError):
+        return None
