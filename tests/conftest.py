@@ -2,9 +2,36 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Tests run on busy 2-core machines: no deadline, slow generation tolerated, and the same
+# examples every run (CI must be reproducible). ``HYPOTHESIS_PROFILE=fuzz`` searches longer.
+settings.register_profile(
+    "ci",
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+    print_blob=True,
+)
+settings.register_profile(
+    "fuzz",
+    deadline=None,
+    max_examples=2_000,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 DATA = Path(__file__).parent / "data"
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import polars as pl
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolkit.errors import ParseError, UnknownFormat
 from toolkit.load.gpu.trace import load_gpu_trace
 
-SETTINGS = settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+SETTINGS = settings(max_examples=30, deadline=None)
 T0 = datetime(2026, 5, 25, 21, 40, 21)
 
 # query name → (header as printed, unit, column, value strategy)

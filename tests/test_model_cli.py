@@ -10,8 +10,9 @@ import polars as pl
 import pytest
 
 from toolkit.analyze.model import ObservedPoint, incident_points
-from toolkit.cli.model import _finite, parse_what_if, run_model
+from toolkit.cli.model import parse_what_if, run_model
 from toolkit.errors import ToolkitError
+from toolkit.schema.jsonable import jsonable
 
 POINT_KEYS = [
     "label",
@@ -97,8 +98,8 @@ def test_parse_what_if_reads_sglang_spellings():
 
 
 def test_non_finite_numbers_become_null():
-    assert _finite({"a": [math.nan, math.inf, 1.5], "b": (-math.inf,)}) == {
+    assert jsonable({"a": [math.nan, math.inf, 1.5], "b": (-math.inf,)}) == {
         "a": [None, None, 1.5],
         "b": [None],
     }
-    assert json.dumps(_finite({"x": math.nan}), allow_nan=False) == '{"x": null}'
+    assert json.dumps(jsonable({"x": math.nan}), allow_nan=False) == '{"x": null}'

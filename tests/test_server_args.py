@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from toolkit.errors import ToolkitError
@@ -353,7 +353,6 @@ def test_dict_repr_round_trips(fields: dict[str, object]) -> None:
     assert same(dump.args, fields)
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(NAMES, VALUES, min_size=1, max_size=8), st.booleans(), st.data())
 def test_generated_dumps_cut_anywhere_keep_a_prefix(
     fields: dict[str, object], dict_shape: bool, data: st.DataObject

@@ -10,16 +10,14 @@ import math
 from pathlib import Path
 
 import polars as pl
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolkit import ParseError, load_sglang_log
 from toolkit.load.sglang.batch_line import KEY_COLUMN, parse_batch_message
 from toolkit.schema.sglang import BATCH_FIELDS
 
-SETTINGS = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+SETTINGS = settings(max_examples=40, deadline=None)
 
 KEYS = sorted(KEY_COLUMN)
 WRAPPERS = {

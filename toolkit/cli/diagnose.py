@@ -35,6 +35,7 @@ from toolkit.errors import ToolkitError
 from toolkit.export.perfetto import chrome_trace, write_chrome_trace
 from toolkit.load.gpu.trace import TRACE_FORMATS
 from toolkit.schema.bench import BENCH_FORMATS
+from toolkit.schema.jsonable import to_json
 
 __all__ = ["diff_report", "findings_text", "run_diagnose", "run_diff", "run_timeline"]
 
@@ -55,7 +56,7 @@ def run_diagnose(run_dirs: list[Path], as_json: bool) -> int:
         print(f"ppscope: {e}", file=sys.stderr)
         return 2
     if as_json:
-        print(_json({"findings": [f.to_dict() for f in findings]}))
+        print(to_json({"findings": [f.to_dict() for f in findings]}))
     else:
         print(findings_text(findings, contexts))
     return 0
@@ -72,7 +73,7 @@ def run_diff(a: Path, b: Path, as_json: bool) -> int:
     except ToolkitError as e:
         print(f"ppscope: {e}", file=sys.stderr)
         return 2
-    print(_json(report["json"]) if as_json else report["text"])
+    print(to_json(report["json"]) if as_json else report["text"])
     return 0
 
 
@@ -235,16 +236,3 @@ def _columns(rows: list[list[str]]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- json
-def _json(value: object) -> str:
-    """Strict JSON: non-finite floats become null, odd objects their text."""
-    return json.dumps(_finite(value), indent=2, default=str, allow_nan=False)
-
-
-def _finite(value: object) -> object:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value

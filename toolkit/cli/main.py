@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from toolkit.load.run_config import read_run_config
 from toolkit.load.sglang.log import load_sglang_log
 from toolkit.load.sniff import expand, sniff
 from toolkit.schema.bench import BENCH_FORMATS
+from toolkit.schema.jsonable import to_json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,21 +137,6 @@ def _parse(args: argparse.Namespace) -> int:
         for summary in files:
             print(_describe(summary))
     return 0
-
-
-def to_json(value: object) -> str:
-    """Strict JSON: non-finite floats become their names as strings, odd objects their text."""
-    return json.dumps(_finite(value), indent=2, default=str, allow_nan=False)
-
-
-def _finite(value: object) -> object:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # "inf", "-inf", "nan": JSON has no such numbers
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _report(args: argparse.Namespace) -> int:

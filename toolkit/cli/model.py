@@ -9,7 +9,6 @@ under changed SGLang flags or workload. ``--json`` prints one object:
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +29,7 @@ from toolkit.analyze.model import (
     what_if_table,
 )
 from toolkit.errors import ToolkitError
+from toolkit.schema.jsonable import to_json
 
 __all__ = ["parse_what_if", "run_model"]
 
@@ -112,21 +112,10 @@ def run_model(
                     {k: row[k] for k in _WHAT_IF_KEYS} for row in scenario.iter_rows(named=True)
                 ],
             }
-        out.write(json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n")
+        out.write(to_json(doc) + "\n")
     else:
         out.write(_render(fitted, table, changes, scenario) + "\n")
     return 0
-
-
-def _finite(value: object) -> object:
-    """JSON has no NaN or infinity: such numbers become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 # ── text ──────────────────────────────────────────────────────────────────────────────────────

@@ -13,7 +13,6 @@ first two layouts in the order they were loaded. Non-finite numbers become null.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ import polars as pl
 from toolkit.analyze.scaling import crossover, knee, scaling_gap, scaling_table
 from toolkit.errors import ToolkitError
 from toolkit.load.bench.results import BenchResults, load_bench
+from toolkit.schema.jsonable import to_json
 
 KNEE_THRESHOLD = 0.5
 
@@ -40,7 +40,7 @@ def run_scaling(paths: list[Path], as_json: bool) -> int:
         print(f"ppscope: {e}", file=sys.stderr)
         return 2
     if as_json:
-        print(json.dumps(_finite(report["json"]), indent=2, allow_nan=False))
+        print(to_json(report["json"]))
     else:
         print(report["text"])
     return 0
@@ -89,16 +89,6 @@ def scaling_report(results: BenchResults) -> dict[str, Any]:
 
 def _round(x: float | None, digits: int) -> float | None:
     return None if x is None or not math.isfinite(x) else round(x, digits)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 # ----------------------------------------------------------------------------- text

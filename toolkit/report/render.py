@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
-import math
 import os
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from toolkit.report.offline import bundle_html, external_refs
 from toolkit.report.provenance import input_files, provenance
 from toolkit.report.redact import redact_text, scrub, secrets_in_args, secrets_in_command
 from toolkit.report.sections import STYLE, resolve_run_dir, setup
+from toolkit.schema.jsonable import to_json
 
 __all__ = [
     "NOTEBOOKS",
@@ -435,19 +435,9 @@ def render(
         "gap": records.pop("gap", None),
         "views": records,
     }
-    text = json.dumps(_finite(data), indent=2, default=str, allow_nan=False)
+    text = to_json(data)
     sidecar.write_text(scrub(text, secrets) if redact else text, encoding="utf-8")
     seconds = time.perf_counter() - started
     size = out_html.stat().st_size
     _say(progress, f"wrote {out_html} ({size / 1e6:.2f} MB) and {sidecar.name} in {seconds:.1f} s")
     return Report(out_html, sidecar, size, seconds, data)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value

@@ -8,9 +8,8 @@ and configs goes through ``clean`` (secrets out unless ``--no-redact``) and ``es
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 import altair as alt
@@ -18,6 +17,7 @@ import polars as pl
 
 from toolkit.report.context import RECORD_MIME, in_report, redacting
 from toolkit.report.redact import escape, redact_text
+from toolkit.schema.jsonable import jsonable
 
 __all__ = ["STYLE", "View", "clean", "clean_frame", "jsonable", "note", "para", "table_html"]
 
@@ -140,23 +140,6 @@ def _fmt(value: Any) -> str:
         return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
     if isinstance(value, datetime):
         return value.isoformat(sep=" ", timespec="seconds")
-    return str(value)
-
-
-def jsonable(value: Any) -> Any:
-    """Frames, dates and non-finite floats as JSON values (records of the sidecar)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, pl.DataFrame):
-        return jsonable(value.to_dicts())
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set):
-        return [jsonable(v) for v in value]
-    if value is None or isinstance(value, str | int | bool):
-        return value
     return str(value)
 
 

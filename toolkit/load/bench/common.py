@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from toolkit.schema.jsonable import to_json
 
 PARALLEL = ("tp", "pp", "dp", "ep")
 # Server-argument names of each parallel size, SGLang's first, then vLLM's.
@@ -141,17 +142,7 @@ def extra_json(extra: dict[str, Any]) -> str | None:
     """``extra`` as strict JSON text (non-finite numbers as their names), or None if empty."""
     if not extra:
         return None
-    return json.dumps(_finite(extra), default=str, allow_nan=False, sort_keys=True)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
+    return to_json(extra, indent=None, sort_keys=True)
 
 
 def find_key(data: Any, key: str, depth: int = 4) -> Any:
