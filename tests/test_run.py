@@ -25,8 +25,8 @@ def test_tp8_run_is_labelled_from_its_launch(runs: Path) -> None:
     run = load_run(runs / "tp8")
     assert "sglang-log" in run.files
     assert run.label == "TP8"
-    layout = run.layout()
-    assert (layout["tp"], layout["pp"]) == (8, 1)
+    assert (run.layout.tp, run.layout.pp) == (8, 1)
+    assert run.layout.layout_from == "ServerArgs"
     assert run.bench is not None and run.bench.runs.height > 0
     assert set(run.bench.runs.get_column("label")) == {"TP8"}
 
@@ -69,9 +69,8 @@ def test_incident_run_has_log_trace_and_results(tmp_path: Path) -> None:
         32,
         64,
     ]
-    layout = run.layout()
-    assert (layout["pp"], layout["pp_async_batch_depth"]) == (8, 8)
-    assert layout["max_running_requests"] is not None  # resolved from the startup summary
+    assert (run.layout.pp, run.layout.pp_async_batch_depth) == (8, 8)
+    assert run.layout.max_running_requests is not None  # resolved from the startup summary
 
 
 def test_parse_json_reports_gpu_traces(capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,11 +20,11 @@ from toolkit.analyze.config import (
     captured_sizes,
     derived_settings,
     intended_vs_effective,
-    launch_layout,
+    model_layout,
 )
 from toolkit.analyze.cudagraph import cuda_graph_coverage, graph_summary
 from toolkit.analyze.kv import RETRACTION_PREFIXES, kv_pressure, retractions
-from toolkit.analyze.model import INCIDENT, Layout, Params, Workload, fit, predict
+from toolkit.analyze.model import INCIDENT, Layout, Params, Workload, fit, observed_frame, predict
 from toolkit.analyze.occupancy import decode_phases, occupancy_summary, slot_occupancy
 from toolkit.analyze.stages import (
     LOG_INTERVAL,
@@ -38,7 +38,7 @@ from toolkit.load.run import Run, load_run
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 from toolkit.schema.sglang import BATCHES
 
-__all__ = ["RunAnalysis"]
+__all__ = ["RunAnalysis", "observed_points"]
 
 _LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
@@ -82,9 +82,9 @@ class RunAnalysis:
 
     @cached_property
     def layout(self) -> Layout:
-        """The serving model's layout of the launch (resolved values where logged)."""
+        """The serving model's layout of the run (``Run.layout`` resolved from every witness)."""
         try:
-            return launch_layout(self.server_args, self.facts)
+            return model_layout(self.run.layout)
         except ToolkitError:
             return Layout()
 
@@ -239,26 +239,10 @@ class RunAnalysis:
         return phase_busy(self.gpu_samples, self.roles, self.phases)
 
     # ------------------------------------------------------------------ intended vs effective
-    @cached_property
+    @property
     def command(self) -> tuple[str, str] | None:
         """(launch command, where it came from): ``run.toml``, else a line of the log."""
-        if self.run.config.command:
-            return self.run.config.command, "run.toml"
-        log = self.run.log
-        if log is None:
-            return None
-        hits = (
-            log.scan()
-            .filter(pl.col("message").str.contains("launch_server", literal=True))
-            .select("message", "lineno", "source")
-            .head(20)
-            .collect()
-        )
-        for message, lineno, source in hits.iter_rows():
-            m = _LAUNCH_LINE.search(message or "")
-            if m is not None:
-                return message[m.start() :], f"{Path(source).name}:{lineno}"
-        return None
+        return self.run.command
 
     @cached_property
     def intended(self) -> pl.DataFrame | None:
@@ -275,31 +259,17 @@ class RunAnalysis:
 
     # ------------------------------------------------------------------ the serving model
     @cached_property
+    def observed(self) -> pl.DataFrame:
+        """The run's observed points for the serving model (``observed_points``)."""
+        return observed_points(self.run, self.label)
+
+    @cached_property
     def params(self) -> Params:
         """Model parameters fitted to the run's own benchmark points where it has usable ones
         (single-stream points calibrate the machine), else the incident's calibration."""
-        if self.bench is None or self.launch is None:
+        points = self.observed
+        if not points.height or not points.filter(pl.col("concurrency") == 1).height:
             return INCIDENT
-        runs = self.bench.filter(
-            pl.col("concurrency").is_not_null() & pl.col("output_tok_s").is_not_null()
-        )
-        if not runs.filter(pl.col("concurrency") == 1).height:
-            return INCIDENT
-        lay = self.layout
-        points = runs.select(
-            pl.lit(self.label).alias("label"),
-            pl.lit(lay.tp).alias("tp"),
-            pl.lit(lay.pp).alias("pp"),
-            pl.lit(lay.dp).alias("dp"),
-            pl.lit(lay.pp_async_batch_depth).alias("pp_async_batch_depth"),
-            pl.lit(lay.pp_max_micro_batch_size, pl.Int64).alias("pp_max_micro_batch_size"),
-            pl.lit(lay.max_running_requests, pl.Int64).alias("max_running_requests"),
-            pl.lit(lay.chunked_prefill_size).alias("chunked_prefill_size"),
-            pl.lit(lay.max_total_num_tokens, pl.Int64).alias("max_total_num_tokens"),
-            "concurrency",
-            *(c for c in ("input_len", "output_len") if c in runs.columns),
-            "output_tok_s",
-        )
         try:
             return fit(points).params
         except (ToolkitError, ZeroDivisionError, ValueError):
@@ -342,3 +312,38 @@ def _safe_sniff(sniffer: Any, path: Path) -> str | None:
         return sniffer(path)
     except (OSError, UnicodeDecodeError, ToolkitError):
         return None
+
+
+def observed_points(run: Run, label: str | None = None) -> pl.DataFrame:
+    """The run's benchmark points joined with its layout, as the serving model reads them
+    (schema ``OBSERVED``); empty when the run has no usable benchmark result.
+
+    The concurrency is the one ``load_bench`` resolved (the client's cap, else the file, a tag
+    or the label such as ``c32``); points without a concurrency or an output rate are left out.
+    """
+    results = run.bench
+    if results is None or not results.runs.height:
+        return observed_frame([])
+    lay = model_layout(run.layout)
+    runs = results.runs.filter(
+        pl.col("concurrency").is_not_null()
+        & (pl.col("concurrency") > 0)
+        & pl.col("output_tok_s").is_not_null()
+        & pl.col("output_tok_s").is_finite()
+        & (pl.col("output_tok_s") > 0)
+    )
+    points = runs.select(
+        pl.lit(label or run.label).alias("label"),
+        pl.lit(lay.tp).alias("tp"),
+        pl.lit(lay.pp).alias("pp"),
+        pl.lit(lay.dp).alias("dp"),
+        pl.lit(lay.pp_async_batch_depth).alias("pp_async_batch_depth"),
+        pl.lit(lay.pp_max_micro_batch_size, pl.Int64).alias("pp_max_micro_batch_size"),
+        pl.lit(lay.max_running_requests, pl.Int64).alias("max_running_requests"),
+        pl.lit(lay.chunked_prefill_size).alias("chunked_prefill_size"),
+        pl.lit(lay.max_total_num_tokens, pl.Int64).alias("max_total_num_tokens"),
+        "concurrency",
+        *(c for c in ("input_len", "output_len") if c in runs.columns),
+        "output_tok_s",
+    )
+    return observed_frame(points)

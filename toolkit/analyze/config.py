@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.analyze.model import DEFAULT_CHUNKED_PREFILL, Layout
+from toolkit.load.layout import RunLayout, resolve_layout
 from toolkit.schema import Column, schema_of
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "derived_settings",
     "intended_vs_effective",
     "launch_layout",
+    "model_layout",
     "perf_group",
 ]
 
@@ -244,55 +246,46 @@ def derived_settings(
     ``facts`` is ``Launch.facts()``: the scheduler's startup summary holds the resolved request
     limit, the KV pool and the captured graph sizes.
     """
-    facts = facts or {}
-    pp = _int(server_args.get("pp_size")) or 1
-    depth = _int(server_args.get("pp_async_batch_depth")) or 0
-    mrr = _int(facts.get("max_running_requests")) or _int(server_args.get("max_running_requests"))
-    flag_cap = _int(server_args.get("pp_max_micro_batch_size")) or _int(
-        server_args.get("max_micro_batch_size")
-    )
-    if flag_cap is not None:
-        cap: int | None = flag_cap
+    layout = resolve_layout(server_args, facts)
+    mrr = layout.max_running_requests
+    if layout.pp_max_micro_batch_size is not None:
+        cap: int | None = layout.pp_max_micro_batch_size
     elif mrr is not None:
-        cap = max(mrr // pp, 1) if pp > 1 else mrr
+        cap = max(mrr // layout.pp, 1) if layout.pp > 1 else mrr
     else:
         cap = None
-    sizes = captured_sizes(server_args, facts)
-    chunk = _int(facts.get("chunked_prefill_size")) or _int(server_args.get("chunked_prefill_size"))
+    sizes = captured_sizes(server_args, facts or {})
     return {
-        "pp_loop_size": pp + depth if pp > 1 else 1,
+        "pp_loop_size": layout.loop_size,
         "per_slot_cap": cap,
         "resolved_max_running_requests": mrr,
-        "kv_pool_tokens": _int(facts.get("max_total_num_tokens"))
-        or _int(server_args.get("max_total_tokens")),
-        "resolved_chunked_prefill_size": chunk,
+        "kv_pool_tokens": layout.max_total_num_tokens,
+        "resolved_chunked_prefill_size": layout.chunked_prefill_size,
         "captured_max_bs": (max(sizes) if sizes else 0) if sizes is not None else None,
-        "overlap_schedule": pp == 1 and not server_args.get("disable_overlap_schedule", False),
+        "overlap_schedule": layout.pp == 1
+        and not server_args.get("disable_overlap_schedule", False),
     }
+
+
+def model_layout(layout: RunLayout) -> Layout:
+    """The serving model's ``Layout`` of a resolved run layout (SGLang's defaults for what the
+    inputs do not say)."""
+    chunk = layout.chunked_prefill_size
+    return Layout(
+        tp=layout.tp,
+        pp=layout.pp,
+        dp=layout.dp,
+        pp_async_batch_depth=layout.pp_async_batch_depth,
+        pp_max_micro_batch_size=layout.pp_max_micro_batch_size,
+        max_running_requests=layout.max_running_requests,
+        chunked_prefill_size=chunk if chunk and chunk > 0 else DEFAULT_CHUNKED_PREFILL,
+        max_total_num_tokens=layout.max_total_num_tokens,
+    )
 
 
 def launch_layout(server_args: Mapping[str, Any], facts: Mapping[str, Any] | None = None) -> Layout:
     """The serving model's ``Layout`` of a launch, with resolved values where logged."""
-    facts = facts or {}
-    d = derived_settings(server_args, facts)
-    chunk = d["resolved_chunked_prefill_size"]
-    return Layout(
-        tp=max(_int(server_args.get("tp_size")) or 1, 1),
-        pp=max(_int(server_args.get("pp_size")) or 1, 1),
-        dp=max(_int(server_args.get("dp_size")) or 1, 1),
-        pp_async_batch_depth=max(_int(server_args.get("pp_async_batch_depth")) or 0, 0),
-        pp_max_micro_batch_size=_positive(
-            _int(server_args.get("pp_max_micro_batch_size"))
-            or _int(server_args.get("max_micro_batch_size"))
-        ),
-        max_running_requests=_positive(d["resolved_max_running_requests"]),
-        chunked_prefill_size=chunk if chunk and chunk > 0 else DEFAULT_CHUNKED_PREFILL,
-        max_total_num_tokens=_positive(d["kv_pool_tokens"]),
-    )
-
-
-def _positive(x: int | None) -> int | None:
-    return x if x is not None and x > 0 else None
+    return model_layout(resolve_layout(server_args, facts))
 
 
 def config_diff(

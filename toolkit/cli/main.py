@@ -16,10 +16,10 @@ from toolkit.cli.scaling import run_scaling
 from toolkit.errors import ToolkitError
 from toolkit.load.bench.results import load_bench, sniff_bench_format
 from toolkit.load.gpu.trace import GPU_FORMATS, summarize_gpu_file
-from toolkit.load.run import load_run
 from toolkit.load.run_config import read_run_config
 from toolkit.load.sglang.log import load_sglang_log
 from toolkit.load.sniff import expand, sniff
+from toolkit.run_analysis import RunAnalysis
 from toolkit.schema.bench import BENCH_FORMATS
 from toolkit.schema.jsonable import to_json
 
@@ -147,21 +147,14 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _model(args: argparse.Namespace) -> int:
-    """Observed points of each run (its benchmark joined with its launch's settings) → model."""
+    """Observed points of each run (its benchmark joined with its layout) → the model."""
     frames = []
     for path in args.paths:
-        run = load_run(path)
-        if run.bench is None:
+        ctx = RunAnalysis(path)
+        if not ctx.observed.height:
             raise ToolkitError(f"{path}: no benchmark results to compare the model with")
-        layout = run.layout()
-        runs = run.bench.runs.with_columns(
-            pl.lit(run.label).alias("label"),
-            pl.col("max_concurrency").alias("concurrency"),
-            *(pl.lit(v).alias(k) for k, v in layout.items() if k not in ("tp", "pp", "dp", "ep")),
-        )
-        frames.append(runs)
-    points = pl.concat(frames, how="diagonal_relaxed")
-    return run_model(points, parse_what_if(args.what_if), args.json)
+        frames.append(ctx.observed)
+    return run_model(pl.concat(frames), parse_what_if(args.what_if), args.json)
 
 
 def _describe(f: dict[str, Any]) -> str:

@@ -6,29 +6,26 @@ optional ``run.toml`` names the run and carries what the files cannot say.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from toolkit.errors import ToolkitError
-from toolkit.load.bench.common import layout_label, layout_of
 from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu.trace import TRACE_FORMATS, GpuTrace, Topology, load_gpu_trace, load_topology
+from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
+from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 from toolkit.load.sniff import expand, sniff
 from toolkit.schema.bench import BENCH_FORMATS
 
 _MAY_HOLD_RESULTS = (*BENCH_FORMATS, "sglang-log")
-# Scheduler settings that decide how a layout behaves, as the serving model names them.
-LAYOUT_KEYS = (
-    "pp_async_batch_depth",
-    "pp_max_micro_batch_size",
-    "max_running_requests",
-    "chunked_prefill_size",
-    "max_total_num_tokens",
-)
+_LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
 
 @dataclass
@@ -90,32 +87,54 @@ class Run:
     @property
     def label(self) -> str:
         """``run.toml``'s label, else the layout (``PP8``, ``PP4xTP2``), else the folder name."""
-        if self.config.label:
-            return self.config.label
-        launch = self.launch
-        derived = layout_label(layout_of(launch.server_args)) if launch is not None else None
-        return derived or self.path.name
+        return self.config.label or self.layout.label or self.path.name
 
-    def layout(self) -> dict[str, Any]:
-        """Parallel sizes and scheduler settings of the launch, resolved where SGLang logged it.
+    @cached_property
+    def command(self) -> tuple[str, str] | None:
+        """(launch command, where it came from): ``run.toml``, else a ``launch_server`` line
+        among the log's first lines that mention it."""
+        if self.config.command:
+            return self.config.command, "run.toml"
+        if self.log is None:
+            return None
+        hits = (
+            self.log.scan()
+            .filter(pl.col("message").str.contains("launch_server", literal=True))
+            .select("message", "lineno", "source")
+            .head(20)
+            .collect()
+        )
+        for message, lineno, source in hits.iter_rows():
+            m = _LAUNCH_LINE.search(message or "")
+            if m is not None:
+                return message[m.start() :], f"{Path(source).name}:{lineno}"
+        return None
 
-        ``max_running_requests`` and ``max_total_num_tokens`` come from the scheduler's startup
-        summary when printed (it holds the resolved values), else from the ServerArgs dump.
-        """
+    @cached_property
+    def layout(self) -> RunLayout:
+        """Parallel sizes and scheduler settings of the launch, from every witness the run
+        has: the ServerArgs dump and startup summary, the launch command, the rank tags."""
         launch = self.launch
-        if launch is None:
+        flags: dict[str, Any] | None = None
+        if self.command is not None:
+            try:
+                flags = parse_launch_command(self.command[0])
+            except ServerArgsError:
+                flags = None
+        return resolve_layout(
+            launch.server_args if launch is not None else None,
+            launch.facts() if launch is not None else None,
+            command=flags,
+            tags=self._rank_sizes(),
+        )
+
+    def _rank_sizes(self) -> dict[str, int]:
+        """Highest rank + 1 of each parallel tag in the log's prefixes (lower bounds)."""
+        if self.log is None:
             return {}
-        args = launch.server_args
-        facts = launch.facts()
-        out: dict[str, Any] = dict(layout_of(args))
-        for key in LAYOUT_KEYS:
-            value = facts.get(key, args.get(key))
-            if key == "pp_max_micro_batch_size" and value is None:
-                value = args.get("max_micro_batch_size")  # its name in 0.4.6–0.5.1
-            if isinstance(value, dict):  # differs by rank: the smallest binds
-                value = min(value.values())
-            out[key] = value if isinstance(value, int) and not isinstance(value, bool) else None
-        return out
+        tags = [t for t in PARALLEL_SIZES if t in self.log.events.columns]
+        row = self.log.events.select(pl.col(t).max() for t in tags).row(0, named=True)
+        return {t: int(v) + 1 for t, v in row.items() if v is not None}
 
 
 def load_run(directory: str | Path, *, cache: bool = True) -> Run:

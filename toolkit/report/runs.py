@@ -107,27 +107,9 @@ class RunSet:
         return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
     def observed(self) -> pl.DataFrame | None:
-        """Observed points for the serving model: each benchmark joined with its launch."""
-        frames = []
-        for run, label in zip(self.runs, self.labels, strict=True):
-            if run.bench is None:
-                continue
-            layout = run.layout()
-            frames.append(
-                run.bench.runs.with_columns(
-                    pl.lit(label).alias("label"),
-                    pl.col("max_concurrency").fill_null(pl.col("concurrency")).alias("concurrency"),
-                    *(
-                        pl.lit(v).alias(k)
-                        for k, v in layout.items()
-                        if k not in ("tp", "pp", "dp", "ep") and v is not None
-                    ),
-                )
-            )
-        if not frames:
-            return None
-        points = pl.concat(frames, how="diagonal_relaxed")
-        return points.filter(pl.col("concurrency").is_not_null() & (pl.col("concurrency") > 0))
+        """Observed points for the serving model: every run's ``RunAnalysis.observed``."""
+        frames = [ctx.observed for ctx in self.analyses if ctx.observed.height]
+        return pl.concat(frames) if frames else None
 
 
 def load_runs(runs: str | Sequence[str | Path], *, progress: bool | None = None) -> RunSet:

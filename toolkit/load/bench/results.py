@@ -502,8 +502,9 @@ def _resolve(parsed: Parsed, context: _Context, label: str | None) -> dict[str, 
         concurrency, origin = whole(values.get("concurrency")), "file"
     if concurrency is None and parsed.hint:
         concurrency, origin = concurrency_from_text(parsed.hint), parsed.hint_from
-    if concurrency is None:
-        concurrency, origin = concurrency_from_text(row["label"]), "label"
+    for text in (parsed.label, row["label"]):  # the file's own label, then the one given
+        if concurrency is None:
+            concurrency, origin = concurrency_from_text(text), "label"
     row["concurrency"] = concurrency
     row["concurrency_from"] = origin if concurrency is not None else None
     return row

@@ -105,26 +105,7 @@ def _gpus(runs: RunSet, run: Run) -> int | None:
     trace = runs.gpu(run)
     if trace is not None:
         return int(trace.samples.select(pl.struct("host", "gpu").n_unique()).item())
-    layout = run.layout()
-    if layout.get("tp"):
-        return int(layout.get("tp") or 1) * int(layout.get("pp") or 1) * int(layout.get("dp") or 1)
-    return None
-
-
-def _layout_text(run: Run) -> str:
-    layout = run.layout()
-    if not layout:
-        return "—"
-    parts = [
-        f"{k.upper()}{layout[k]}" for k in ("tp", "pp", "dp", "ep") if (layout.get(k) or 1) > 1
-    ]
-    depth = layout.get("pp_async_batch_depth")
-    if depth:
-        parts.append(f"async depth {depth}")
-    cap = layout.get("pp_max_micro_batch_size")
-    if cap:
-        parts.append(f"micro-batch cap {cap}")
-    return ", ".join(parts) or "1 GPU"
+    return run.layout.gpus if run.layout.known else None
 
 
 def header(runs: RunSet) -> View:
@@ -143,7 +124,8 @@ def header(runs: RunSet) -> View:
             {
                 "run": label,
                 "directory": given,
-                "layout": _layout_text(run),
+                "layout": run.layout.describe(),
+                "layout from": run.layout.layout_from,
                 "hardware": run.config.hardware,
                 "interconnect": interconnect
                 + (" (from topology)" if topo and not run.config.interconnect else "")
@@ -473,9 +455,7 @@ def _stage_expr(pp_size: int) -> pl.Expr:
 
 
 def _pp_size(run: Run) -> int:
-    launch = run.launch
-    value = launch.server_args.get("pp_size") if launch is not None else None
-    return int(value) if isinstance(value, int) and value > 0 else 1
+    return run.layout.pp
 
 
 def _trace_span(runs: RunSet, run: Run) -> tuple[int, int] | None:
@@ -602,7 +582,7 @@ def pick_run(runs: RunSet, run: str | None) -> Run:
     if run:
         return runs.get(run)
     for r in runs:
-        if r.log is not None and (r.layout().get("pp") or 1) > 1:
+        if r.log is not None and r.layout.pp > 1:
             return r
     return next((r for r in runs if r.log is not None), runs.runs[0])
 
@@ -711,7 +691,7 @@ def gpu_labels(runs: RunSet, run: Run) -> dict[int, str]:
             roles = gpu_roles(run.launch)
         except ToolkitError:
             return names
-        if int(run.launch.server_args.get("pp_size") or 1) > 1:
+        if run.layout.pp > 1:
             names |= dict(zip(roles["gpu"].to_list(), roles["label"].to_list(), strict=True))
     return names
 
@@ -753,7 +733,7 @@ def kv_pressure(runs: RunSet, threshold: float = 0.9, max_points: int = MAX_POIN
                 "mean_usage": kv["token_usage"].mean(),
                 "retractions": int(kv["retracted"].fill_null(0).sum()),
                 "lines_blocked_by_tokens": int(kv["blocked_by_tokens"].fill_null(False).sum()),
-                "max_total_num_tokens": run.layout().get("max_total_num_tokens"),
+                "max_total_num_tokens": run.layout.max_total_num_tokens,
             }
         )
     if not frames:

@@ -1,0 +1,57 @@
+"""``resolve_layout`` and ``Run.layout``: one answer to the layout, from the strongest witness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolkit import load_run
+from toolkit.load.layout import resolve_layout
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+def test_the_dump_wins_and_the_startup_summary_resolves_settings() -> None:
+    args = {"tp_size": 1, "pp_size": 8, "pp_async_batch_depth": 8, "max_running_requests": None}
+    facts = {"max_running_requests": {"PP0": 2048, "PP7": 1024}, "max_total_num_tokens": 327680}
+    layout = resolve_layout(args, facts, command={"pp_size": 4}, tags={"pp": 8})
+    assert (layout.pp, layout.tp, layout.layout_from) == (8, 1, "ServerArgs")
+    assert layout.max_running_requests == 1024  # the smallest rank's value binds
+    assert (layout.loop_size, layout.label) == (16, "PP8")
+    assert layout.describe() == "PP8, async depth 8"
+
+
+def test_the_command_when_no_dump_was_printed() -> None:
+    flags = {"tp_size": 2, "pp_size": 4, "pp_max_micro_batch_size": 4}
+    layout = resolve_layout(None, command=flags, tags={"pp": 4})
+    assert (layout.label, layout.layout_from) == ("PP4xTP2", "launch command")
+    assert layout.pp_max_micro_batch_size == 4
+
+
+def test_rank_tags_alone_give_a_lower_bound() -> None:
+    layout = resolve_layout({}, tags={"pp": 4, "tp": 1})
+    assert (layout.pp, layout.layout_from, layout.label) == (4, "rank tags", "PP4")
+    assert resolve_layout(None).label is None
+    assert resolve_layout(None).describe() == "—"
+
+
+def test_old_name_of_the_micro_batch_cap() -> None:
+    assert resolve_layout({"pp_size": 2, "max_micro_batch_size": 6}).pp_max_micro_batch_size == 6
+
+
+def test_a_pp_log_without_a_dump_is_laid_out_from_its_rank_tags(tmp_path: Path) -> None:
+    source = (DATA / "sglang" / "v0.5.23-pp8.log").read_text().splitlines(keepends=True)
+    kept = [line for line in source if "server_args=" not in line]
+    (tmp_path / "server.log").write_text("".join(kept))
+    run = load_run(tmp_path)
+    assert run.launch is not None and not run.launch.server_args  # started, dump not printed
+    assert (run.layout.pp, run.layout.layout_from) == (8, "rank tags")
+    assert run.label == "PP8"
+
+
+def test_a_run_toml_command_lays_out_a_run_without_a_dump(tmp_path: Path) -> None:
+    (tmp_path / "server.log").write_text("[2026-01-01 00:00:00] nothing here yet\n")
+    (tmp_path / "run.toml").write_text(
+        'command = "python -m sglang.launch_server --model-path m --tp 2 --pp-size 2"\n'
+    )
+    run = load_run(tmp_path)
+    assert (run.layout.label, run.layout.layout_from) == ("PP2xTP2", "launch command")

@@ -1,0 +1,176 @@
+"""``resolve_layout``: the one answer to "how was this server laid out?" for a run.
+
+Witnesses, strongest first:
+
+1. the ``server_args=`` dump of the launch, with the scheduler's startup summary for the values
+   SGLang resolves at start (``max_running_requests``, ``max_total_num_tokens``,
+   ``chunked_prefill_size``);
+2. the launch command (``run.toml``'s ``command`` or a ``launch_server`` line of the log);
+3. the rank tags of the scheduler prefix (`` PP3 TP1``): the highest rank seen plus one is a
+   lower bound of each size (a TP group logs batches from ``TP0`` only, but loads weights on
+   every rank).
+
+Each setting is taken from the strongest witness that states it; ``layout_from`` names the
+witness of the parallel sizes.
+
+>>> resolve_layout({"tp_size": 2, "pp_size": 4, "pp_async_batch_depth": 4}).label
+'PP4xTP2'
+>>> resolve_layout(None, tags={"pp": 4}).layout_from
+'rank tags'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["PARALLEL_SIZES", "RunLayout", "resolve_layout"]
+
+PARALLEL_SIZES: dict[str, str] = {
+    "tp": "tp_size",
+    "pp": "pp_size",
+    "dp": "dp_size",
+    "ep": "ep_size",
+}
+"""Short name of each parallel size → its ServerArgs key."""
+
+_SCHEDULER_KEYS = (
+    "pp_async_batch_depth",
+    "pp_max_micro_batch_size",
+    "max_running_requests",
+    "chunked_prefill_size",
+    "max_total_num_tokens",
+)
+# Values the scheduler resolves at start and prints in its summary line; they beat the flags.
+_RESOLVED_AT_START = ("max_running_requests", "max_total_num_tokens", "chunked_prefill_size")
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Parallel sizes and scheduler settings of one launch, and where they came from."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+    nnodes: int = 1
+    pp_async_batch_depth: int = 0
+    pp_max_micro_batch_size: int | None = None  # None: auto, max_running_requests // pp
+    max_running_requests: int | None = None
+    chunked_prefill_size: int | None = None
+    max_total_num_tokens: int | None = None
+    layout_from: str = "unknown"  # "ServerArgs", "launch command", "rank tags" or "unknown"
+
+    @property
+    def known(self) -> bool:
+        return self.layout_from != "unknown"
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the layout occupies: ``tp × pp × dp`` (DP attention shares the TP ranks)."""
+        return self.tp * self.pp * self.dp
+
+    @property
+    def loop_size(self) -> int:
+        """Micro-batch slots: ``pp + pp_async_batch_depth`` under PP, else one."""
+        return self.pp + self.pp_async_batch_depth if self.pp > 1 else 1
+
+    @property
+    def label(self) -> str | None:
+        """``TP8``, ``PP8``, ``PP4xTP2`` (``xDP2`` when data parallel); None when unknown."""
+        if not self.known:
+            return None
+        parts = [f"PP{self.pp}"] if self.pp > 1 else []
+        if self.tp > 1 or not parts:
+            parts.append(f"TP{self.tp}")
+        if self.dp > 1:
+            parts.append(f"DP{self.dp}")
+        return "x".join(parts)
+
+    def describe(self) -> str:
+        """One line for tables: ``PP8, async depth 8, micro-batch cap 4``; ``—`` if unknown."""
+        if not self.known:
+            return "—"
+        sizes = {"tp": self.tp, "pp": self.pp, "dp": self.dp, "ep": self.ep}
+        parts = [f"{k.upper()}{v}" for k, v in sizes.items() if v > 1]
+        if self.pp_async_batch_depth:
+            parts.append(f"async depth {self.pp_async_batch_depth}")
+        if self.pp_max_micro_batch_size:
+            parts.append(f"micro-batch cap {self.pp_max_micro_batch_size}")
+        return ", ".join(parts) or "1 GPU"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve_layout(
+    server_args: Mapping[str, Any] | None,
+    facts: Mapping[str, Any] | None = None,
+    *,
+    command: Mapping[str, Any] | None = None,
+    tags: Mapping[str, int] | None = None,
+) -> RunLayout:
+    """The layout of a launch from every witness at hand (see the module docstring).
+
+    Parameters
+    ----------
+    server_args
+        The launch's ServerArgs dump (None or empty when the log printed none).
+    facts
+        ``Launch.facts()``: the startup summary; a value that differs by rank is reduced to
+        its smallest (the binding one).
+    command
+        Flags of the launch command (``parse_launch_command``), keyed by ServerArgs name.
+    tags
+        Size implied by the rank tags: highest rank seen + 1, keyed ``tp``/``pp``/``dp``/``ep``.
+    """
+    args = dict(server_args or {})
+    flags = dict(command or {})
+    seen = {k: v for k, v in (tags or {}).items() if _count(v)}
+    facts = facts or {}
+    if args:
+        source, sizes_from = "ServerArgs", args
+    elif any(key in flags for key in PARALLEL_SIZES.values()):
+        source, sizes_from = "launch command", flags
+    elif any(v > 1 for v in seen.values()):
+        source, sizes_from = "rank tags", {PARALLEL_SIZES[k]: v for k, v in seen.items()}
+    else:
+        source, sizes_from = "unknown", {}
+    sizes = {short: _count(sizes_from.get(key)) or 1 for short, key in PARALLEL_SIZES.items()}
+    settings: dict[str, int | None] = {}
+    for key in _SCHEDULER_KEYS:
+        value = _smallest(facts.get(key)) if key in _RESOLVED_AT_START else None
+        for witness in (args, flags):
+            if value is None:
+                value = _count(witness.get(key))
+            if value is None and key == "pp_max_micro_batch_size":
+                value = _count(witness.get("max_micro_batch_size"))  # its name in 0.4.6–0.5.1
+        settings[key] = value
+    if settings["max_total_num_tokens"] is None:
+        settings["max_total_num_tokens"] = _count(args.get("max_total_tokens"))
+    return RunLayout(
+        **sizes,
+        nnodes=_count(args.get("nnodes")) or _count(flags.get("nnodes")) or 1,
+        pp_async_batch_depth=settings["pp_async_batch_depth"] or 0,
+        pp_max_micro_batch_size=settings["pp_max_micro_batch_size"],
+        max_running_requests=settings["max_running_requests"],
+        chunked_prefill_size=settings["chunked_prefill_size"],
+        max_total_num_tokens=settings["max_total_num_tokens"],
+        layout_from=source,
+    )
+
+
+def _count(value: Any) -> int | None:
+    """A positive integer setting, else None (booleans, text, -1 "auto" are not counts)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
+def _smallest(value: Any) -> int | None:
+    """A startup fact, or the smallest of its per-rank values (the one that binds)."""
+    if isinstance(value, Mapping):
+        counts = [c for c in (_count(v) for v in value.values()) if c is not None]
+        return min(counts) if counts else None
+    return _count(value)
