@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from functools import cache
 from pathlib import Path
 
-import altair as alt
-import polars as pl
-
 from toolkit.analyze.config import config_diff
-from toolkit.analyze.stages import stage_gpu_series
 from toolkit.chart.config import config_diff_chart
 from toolkit.chart.cudagraph import graph_coverage_chart
 from toolkit.chart.occupancy import occupancy_chart
-from toolkit.chart.stages import stage_timeline_chart
 from toolkit.diagnose import RunAnalysis
 from toolkit.load.run import load_run
 
@@ -32,41 +26,6 @@ def _datasets(spec: dict) -> list[list[dict]]:
 
 def _columns(spec: dict) -> list[set[str]]:
     return [set(rows[0]) for rows in _datasets(spec)]
-
-
-def test_stage_timeline_chart_with_gpu_strip() -> None:
-    run = ctx("pp8-underfilled")
-    t0 = run.timeline["ts"].min()
-    samples = pl.DataFrame(
-        {
-            "ts": [t0 + timedelta(seconds=s) for s in range(20) for _ in range(8)],
-            "gpu": [g for _ in range(20) for g in range(8)],
-            "util_pct": [50.0] * 160,
-        },
-        schema_overrides={"gpu": pl.Int32},
-    )
-    roles = pl.DataFrame({"gpu": list(range(8)), "pp": list(range(8))})
-    roles = roles.cast({"gpu": pl.Int32})
-    chart = stage_timeline_chart(run.timeline, stage_gpu_series(samples, roles))
-    assert isinstance(chart, alt.VConcatChart)
-    spec = chart.to_dict()
-    lanes, strip = spec["vconcat"]
-    assert lanes["mark"]["type"] == "tick" and strip["mark"]["type"] == "rect"
-    assert lanes["encoding"]["x"]["field"] == "t_ms"
-    assert lanes["encoding"]["x"]["type"] == "temporal"
-    assert lanes["encoding"]["y"]["sort"] == [f"PP{k}" for k in range(8)]
-    cols = _columns(spec)
-    assert {"t_ms", "stage", "kind", "running_req", "token", "gen_tok_s"} in cols
-    assert {"stage", "t_ms", "busy_pct", "t_end_ms"} in cols
-    first = next(rows for rows in _datasets(spec) if "kind" in rows[0])[0]
-    assert isinstance(first["t_ms"], int) and first["t_ms"] > 1_700_000_000_000  # epoch ms
-    assert lanes["title"]["text"] == "8 stage(s) on one clock: each tick is a batch line"
-
-
-def test_stage_timeline_chart_without_trace() -> None:
-    chart = stage_timeline_chart(ctx("tp8").timeline)
-    assert isinstance(chart, alt.Chart)
-    assert chart.to_dict()["encoding"]["y"]["sort"] == ["PP0"]
 
 
 def test_occupancy_chart() -> None:

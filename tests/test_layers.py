@@ -66,7 +66,7 @@ def violations(path: Path, source: str | None = None) -> list[str]:
     bad = []
     for lineno, module in imported_modules(path, source):
         other = top_package(module)
-        if other is None or other == "_version" and own == "_version":
+        if other is None or (other == "_version" and own == "_version"):
             continue
         if other == FACADE:
             bad.append(f"{path.relative_to(ROOT)}:{lineno} imports the package root ({module})")

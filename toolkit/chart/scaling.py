@@ -10,6 +10,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from toolkit.chart.encode import labels_of
 from toolkit.chart.theme import MUTED, color_scale, log2_scale
 
 __all__ = ["efficiency_chart", "frontier_chart", "latency_chart", "throughput_chart"]
@@ -22,10 +23,6 @@ _LATENCY_NAMES = {
 }
 
 
-def _labels(frame: pl.DataFrame) -> list[str]:
-    return [x for x in frame["label"].unique(maintain_order=True).to_list() if x is not None]
-
-
 def _concurrency_x(frame: pl.DataFrame, title: str = "concurrent requests") -> alt.X:
     ticks = sorted({int(c) for c in frame["concurrency"].drop_nulls().to_list()})
     return alt.X(
@@ -36,7 +33,7 @@ def _concurrency_x(frame: pl.DataFrame, title: str = "concurrent requests") -> a
 
 
 def _color(frame: pl.DataFrame) -> alt.Color:
-    return alt.Color("label:N", scale=color_scale(_labels(frame)), title="layout")
+    return alt.Color("label:N", scale=color_scale(labels_of(frame)), title="layout")
 
 
 def throughput_chart(table: pl.DataFrame, gap: pl.DataFrame | None = None) -> alt.LayerChart:

@@ -23,11 +23,14 @@ import polars as pl
 from toolkit.analyze.config import config_diff as diff_launches
 from toolkit.analyze.model import expected_vs_observed, fit, what_if_table
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
-from toolkit.chart import report_charts as charts
 from toolkit.chart.config import config_diff_chart
 from toolkit.chart.cudagraph import graph_coverage_chart
+from toolkit.chart.gpu import gpu_metric_chart
+from toolkit.chart.kv import kv_pressure_chart
+from toolkit.chart.model import model_chart, what_if_chart
 from toolkit.chart.occupancy import occupancy_chart
 from toolkit.chart.scaling import efficiency_chart, frontier_chart, latency_chart, throughput_chart
+from toolkit.chart.timeline import stage_strips_chart
 from toolkit.diagnose import diagnose
 from toolkit.errors import ToolkitError
 from toolkit.load.gpu.trace import gpu_roles
@@ -324,7 +327,7 @@ def model(runs: RunSet) -> View:
         "unexplained_round_ms",
         "calibration",
     )
-    items: list[Any] = [charts.model_chart(points), shown]
+    items: list[Any] = [model_chart(points), shown]
     return View("model", items, {"model": {"params": fitted.summary(), "points": shown}})
 
 
@@ -354,7 +357,7 @@ def what_if(runs: RunSet, changes: Mapping[str, int | None]) -> View:
     )
     return View(
         "what_if",
-        [charts.what_if_chart(table, text), shown],
+        [what_if_chart(table, text), shown],
         {"what_if": {"changes": changes, "points": shown}},
     )
 
@@ -625,7 +628,7 @@ def stage_timeline(
     items: list[Any] = []
     if runs.gpu(chosen) is None:
         items.append(note(f"No GPU trace in {label}: the stage view shows the log only."))
-    items.append(charts.stage_strips_chart(long, width, run=label, stages=order))
+    items.append(stage_strips_chart(long, width, run=label, stages=order))
     summary = (
         long.filter(pl.col("series") != "gen_tok_s")
         .group_by("stage", "series")
@@ -677,7 +680,7 @@ def gpu_metrics(
     summary = frame.group_by("gpu", maintain_order=True).agg(
         pl.col("value").mean().alias("mean"), pl.col("value").max().alias("max")
     )
-    chart = charts.gpu_metric_chart(frame.select("t", "gpu", "value"), metric, run=label)
+    chart = gpu_metric_chart(frame.select("t", "gpu", "value"), metric, run=label)
     return View("gpu", [chart], {"gpu": {"run": label, "metric": metric, "gpus": summary}})
 
 
@@ -740,7 +743,7 @@ def kv_pressure(runs: RunSet, threshold: float = 0.9, max_points: int = MAX_POIN
         return View("kv", [note("No KV usage (token usage) in these logs.")], {"kv": records})
     data, _ = downsample(pl.concat(frames), ["label"], ["token_usage"], max_points)
     table = pl.DataFrame(records, infer_schema_length=None)
-    return View("kv", [charts.kv_pressure_chart(data, threshold), table], {"kv": records})
+    return View("kv", [kv_pressure_chart(data, threshold), table], {"kv": records})
 
 
 # ── config ───────────────────────────────────────────────────────────────────────────────────

@@ -1,0 +1,99 @@
+"""The stage timeline: a throughput overview with a brush, then one heat strip per series.
+
+Related views are concatenated over one top-level dataset (stored once in the HTML) and the
+interaction lives in the spec, so zooming works in a report without a kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import altair as alt
+import polars as pl
+
+from toolkit.chart.encode import data_of, labels_of, time_tooltip, time_x
+from toolkit.chart.theme import MUTED, WIDTH
+
+__all__ = ["stage_strips_chart"]
+
+
+def stage_strips_chart(
+    long: pl.DataFrame, bucket_ms: int, *, run: str, stages: Sequence[str] | None = None
+) -> alt.VConcatChart:
+    """Per-stage activity over time: throughput overview with a brush, then one heat strip per
+    series (requests per micro-batch on each stage, GPU utilization of each stage).
+
+    Parameters
+    ----------
+    long
+        Columns ``t`` (epoch ms, bucket start), ``stage``, ``series`` and ``value``. Series
+        ``gen_tok_s`` feeds the overview; ``running_req`` and ``util_pct`` the strips.
+    bucket_ms
+        Bucket width, so each cell spans its bucket.
+    run
+        The run's label, for the title.
+    stages
+        Stage order on the y axis (default: as they appear).
+    """
+    order = list(stages) if stages is not None else labels_of(long, "stage")
+    brush = alt.selection_interval(encodings=["x"], name="window")
+    overview = (
+        alt.Chart()
+        .transform_filter(alt.datum.series == "gen_tok_s")
+        .mark_line(interpolate="step-after", color=MUTED, strokeWidth=1.5)
+        .encode(
+            x=time_x(),
+            y=alt.Y("mean(value):Q", title="gen tok/s"),
+            tooltip=[time_tooltip(), alt.Tooltip("mean(value):Q", format=".0f", title="tok/s")],
+        )
+        .add_params(brush)
+        .properties(height=90, width=WIDTH, title="Drag on this strip to zoom the stages below")
+    )
+    strips = []
+    names = {"running_req": "requests in the micro-batch", "util_pct": "GPU utilization, %"}
+    present = set(long["series"].unique().to_list())
+    for series, scheme in (("running_req", "blues"), ("util_pct", "oranges")):
+        if series not in present:
+            continue
+        strips.append(
+            alt.Chart()
+            .transform_filter(alt.datum.series == series)
+            .transform_calculate(t2=f"datum.t + {int(bucket_ms)}")
+            .mark_rect()
+            .encode(
+                x=alt.X(
+                    "t:T",
+                    scale=alt.Scale(type="utc", domain=brush),
+                    axis=alt.Axis(format="%H:%M:%S", title=None, labelOverlap=True),
+                ),
+                x2="t2:T",
+                y=alt.Y("stage:N", sort=order, title=None),
+                color=alt.Color("value:Q", scale=alt.Scale(scheme=scheme), title=names[series]),
+                tooltip=[
+                    time_tooltip(),
+                    alt.Tooltip("stage:N"),
+                    alt.Tooltip("value:Q", format=".1f", title=names[series]),
+                ],
+            )
+            .properties(width=WIDTH, height=max(60, 18 * len(order)), title=names[series])
+        )
+    return (
+        alt.vconcat(overview, *strips, data=data_of(long))
+        .resolve_scale(color="independent")
+        .properties(title=_timeline_title(long, run))
+    )
+
+
+def _timeline_title(long: pl.DataFrame, run: str) -> alt.TitleParams:
+    util = long.filter(pl.col("series") == "util_pct")
+    if util.height:
+        per = util.group_by("stage").agg(pl.col("value").mean()).sort("value")
+        lo, hi = per.row(0, named=True), per.row(-1, named=True)
+        text = (
+            f"{run}: {hi['stage']} is the busiest GPU ({hi['value']:.0f} % mean utilization), "
+            f"{lo['stage']} the idlest ({lo['value']:.0f} %)"
+        )
+    else:
+        stages = long.filter(pl.col("series") == "running_req")["stage"].n_unique()
+        text = f"{run}: decode activity on {stages} stage(s); no GPU trace to compare"
+    return alt.TitleParams(text=text, subtitle="cells: mean over each time bucket")
