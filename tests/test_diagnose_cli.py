@@ -1,4 +1,4 @@
-"""``run_diagnose`` and ``run_diff``: text and JSON as users script against them."""
+"""``ppscope diagnose`` and ``ppscope diff``: text and JSON as users script against them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.cli.diagnose import run_diagnose, run_diff
+from toolkit.cli.main import main
 from toolkit.diagnose import SEVERITIES
 
 DIAG = Path(__file__).parent / "data" / "diagnose"
@@ -24,7 +24,7 @@ def runs(tmp_path: Path) -> dict[str, Path]:
 
 
 def test_diagnose_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_diagnose([runs["tp8"], runs["pp8-underfilled"]], as_json=True) == 0
+    assert main(["diagnose", "--json", str(runs["tp8"]), str(runs["pp8-underfilled"])]) == 0
     text = capsys.readouterr().out
     assert "NaN" not in text and "Infinity" not in text
     doc = json.loads(text)
@@ -46,7 +46,7 @@ def test_diagnose_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 
 
 def test_diagnose_text(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_diagnose([runs["pp8-underfilled"], runs["pp8-filled"]], as_json=False) == 0
+    assert main(["diagnose", str(runs["pp8-underfilled"]), str(runs["pp8-filled"])]) == 0
     out = capsys.readouterr().out
     assert "PP8  (" in out and "1 high" in out
     assert "HIGH   pp-underfilled-slots: ~4 of 16" in out
@@ -55,12 +55,12 @@ def test_diagnose_text(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 
 
 def test_diagnose_missing_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_diagnose([tmp_path / "nope"], as_json=False) == 2
-    assert "not a run directory" in capsys.readouterr().err
+    assert main(["diagnose", str(tmp_path / "nope")]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
 
 
 def test_diff_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_diff(runs["tp8"], runs["pp8-underfilled"], as_json=True) == 0
+    assert main(["diff", "--json", str(runs["tp8"]), str(runs["pp8-underfilled"])]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert list(doc) == ["changed", "only_a", "only_b", "derived"]
     assert list(doc["changed"])[:3] == ["tp_size", "pp_size", "pp_async_batch_depth"]
@@ -72,10 +72,10 @@ def test_diff_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) ->
 def test_diff_of_a_run_with_itself(
     runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run_diff(runs["tp8"], runs["tp8"], as_json=True) == 0
+    assert main(["diff", "--json", str(runs["tp8"]), str(runs["tp8"])]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["changed"] == {} and doc["only_a"] == {} and doc["only_b"] == {}
-    assert run_diff(runs["tp8"], runs["tp8"], as_json=False) == 0
+    assert main(["diff", str(runs["tp8"]), str(runs["tp8"])]) == 0
     assert "the two launches have the same ServerArgs" in capsys.readouterr().out
 
 
@@ -84,7 +84,7 @@ def test_diff_needs_a_launch(
 ) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert run_diff(runs["tp8"], empty, as_json=False) == 2
+    assert main(["diff", str(runs["tp8"]), str(empty)]) == 2
     assert "no server launch" in capsys.readouterr().err
 
 
@@ -92,5 +92,5 @@ def test_a_directory_without_inputs_is_an_error_not_a_healthy_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "notes.txt").write_text("nothing here\n")
-    assert run_diagnose([tmp_path], as_json=False) == 2
+    assert main(["diagnose", str(tmp_path)]) == 2
     assert "no SGLang log, benchmark result or GPU trace" in capsys.readouterr().err

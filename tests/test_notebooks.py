@@ -16,7 +16,7 @@ import papermill
 import pytest
 from test_report_data import API_KEY, CMD_KEY, INCIDENT, SCRIPT, make_runs
 
-from toolkit.cli.report import run_report
+from toolkit.cli.main import main
 from toolkit.report.offline import external_refs
 from toolkit.report.render import CellError, Report, ReportError, render
 
@@ -34,7 +34,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def postmortem(tmp_path_factory: pytest.TempPathFactory, runs: list[Path]) -> Path:
     """The postmortem of the small runs through the CLI body (redaction on by default)."""
     out = tmp_path_factory.mktemp("cli") / "small.html"
-    assert run_report(runs, out, {"max_points": "2000"}, with_code=False, redact=True) == 0
+    assert main(["report", *map(str, runs), "-o", str(out), "-q", "-p", "max_points", "2000"]) == 0
     return out
 
 
@@ -201,9 +201,11 @@ def test_unknown_parameter_is_an_error(tmp_path: Path) -> None:
 
 
 def test_cli_rejects_bad_input(tmp_path: Path) -> None:
-    assert run_report([tmp_path / "missing"], tmp_path / "x.html", {}, False, True) == 2
-    assert run_report([], tmp_path / "x.pdf", {}, False, True) == 2
-    assert run_report([tmp_path], tmp_path / "x.html", {}, False, True, notebook="nope") == 2
+    assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "x.html")]) == 2
+    assert main(["report", "-o", str(tmp_path / "x.pdf")]) == 2
+    assert (
+        main(["report", str(tmp_path), "-o", str(tmp_path / "x.html"), "--notebook", "nope"]) == 2
+    )
 
 
 def test_hung_cell_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

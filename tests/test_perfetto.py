@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from toolkit.analyze.stages import stage_timeline
-from toolkit.cli.diagnose import run_timeline
+from toolkit.cli.main import main
 from toolkit.export import chrome_trace, write_chrome_trace
 from toolkit.load.sglang.log import load_sglang_log
 
@@ -90,10 +90,10 @@ def test_timeline_command_writes_a_trace(
 ) -> None:
     run = Path(shutil.copytree(DATA / "diagnose" / "pp8-underfilled", tmp_path / "run"))
     out = tmp_path / "trace.json"
-    assert run_timeline(run, out) == 0
+    assert main(["timeline", str(run), "-o", str(out)]) == 0
     assert "ui.perfetto.dev" in capsys.readouterr().out
     events = _validate(json.loads(out.read_text()))
     assert len({e["tid"] for e in events if e["ph"] == "X"}) == 8
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert run_timeline(empty, tmp_path / "x.json") == 2
+    assert main(["timeline", str(empty), "-o", str(tmp_path / "x.json")]) == 2

@@ -31,9 +31,12 @@ def test_tp8_run_is_labelled_from_its_launch(runs: Path) -> None:
     assert set(run.bench.runs.get_column("label")) == {"TP8"}
 
 
-def test_not_a_directory(tmp_path: Path) -> None:
-    with pytest.raises(ToolkitError, match="not a run directory"):
+def test_a_missing_path_and_a_file_get_different_messages(tmp_path: Path) -> None:
+    with pytest.raises(ToolkitError, match="missing: no such file or directory"):
         load_run(tmp_path / "missing")
+    (tmp_path / "server.log").write_text("x\n")
+    with pytest.raises(ToolkitError, match=r"server\.log: not a run directory"):
+        load_run(tmp_path / "server.log")
 
 
 def test_model_command_on_run_directories(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.cli.scaling import run_scaling
+from toolkit.cli.main import main
 
 DATA = Path(__file__).parent / "data" / "bench"
 
 
 def test_seed_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_scaling([DATA / "csv" / "seed.csv"], as_json=True) == 0
+    assert main(["scaling", "--json", str(DATA / "csv" / "seed.csv")]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == {"layouts", "gap", "crossover", "knee"}
     assert list(doc["layouts"]) == ["PP8", "TP8"]
@@ -34,7 +34,7 @@ def test_seed_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_seed_text(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_scaling([DATA / "csv" / "seed.csv"], as_json=False) == 0
+    assert main(["scaling", str(DATA / "csv" / "seed.csv")]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
     header = next(line for line in lines if line.lstrip().startswith("concurrency"))
@@ -61,11 +61,11 @@ def test_seed_text(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_one_layout_and_repeats(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_scaling([DATA / "sglang" / "v0.5.10.jsonl"], as_json=False) == 0
+    assert main(["scaling", str(DATA / "sglang" / "v0.5.10.jsonl")]) == 0
     out = capsys.readouterr().out
     assert "gap" not in out.splitlines()[2]
     assert "medians of repeated runs: TP8 at 32 (2 runs)" in out
-    assert run_scaling([DATA / "sglang" / "v0.5.10.jsonl"], as_json=True) == 0
+    assert main(["scaling", "--json", str(DATA / "sglang" / "v0.5.10.jsonl")]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["gap"] == [] and doc["crossover"] is None
 
@@ -73,7 +73,7 @@ def test_one_layout_and_repeats(capsys: pytest.CaptureFixture[str]) -> None:
 def test_run_directories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shutil.copytree(DATA / "runs", tmp_path / "runs")
     paths = [tmp_path / "runs" / "pp8", tmp_path / "runs" / "tp8"]
-    assert run_scaling(paths, as_json=True) == 0
+    assert main(["scaling", "--json", *map(str, paths)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert list(doc["layouts"]) == ["PP8", "TP8"]
     assert {g["concurrency"]: g["leader"] for g in doc["gap"]} == {1: "PP8", 32: "TP8"}
@@ -82,7 +82,7 @@ def test_run_directories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 def test_non_finite_numbers_become_null(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "zero.csv"
     path.write_text("config,concurrency,tok/s\nA,1,0\nA,2,10\nB,1,5\nB,2,inf\n")
-    assert run_scaling([path], as_json=True) == 0
+    assert main(["scaling", "--json", str(path)]) == 0
     text = capsys.readouterr().out
     assert "Infinity" not in text and "NaN" not in text
     doc = json.loads(text)
@@ -90,10 +90,10 @@ def test_non_finite_numbers_become_null(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_errors_go_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_scaling([tmp_path / "missing"], as_json=False) == 2
+    assert main(["scaling", str(tmp_path / "missing")]) == 2
     assert "no such file" in capsys.readouterr().err
-    assert run_scaling([DATA / "csv" / "not-bench.csv"], as_json=True) == 2
+    assert main(["scaling", "--json", str(DATA / "csv" / "not-bench.csv")]) == 2
     err = capsys.readouterr().err
     assert "'utilization.gpu [%]'" in err
-    assert run_scaling([DATA / "sglang" / "v0.2.7.jsonl"], as_json=False) == 2
+    assert main(["scaling", str(DATA / "sglang" / "v0.2.7.jsonl")]) == 2
     assert "no run has both a concurrency and an output tok/s" in capsys.readouterr().err

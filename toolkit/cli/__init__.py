@@ -1,0 +1,5 @@
+"""The ``ppscope`` command line; ``main`` runs it."""
+
+from toolkit.cli.main import main
+
+__all__ = ["main"]

@@ -1,7 +1,7 @@
-"""Body of ``ppscope model RUN... [--json] [--what-if KEY=VALUE]``.
+"""``ppscope model``: the serving model fitted to the runs, expected against observed.
 
-Fits the serving model to the runs' single-stream points, prints expected vs observed for every
-point (the residual is what the model leaves unexplained) and, with ``--what-if``, the prediction
+Fits the model to the runs' single-stream points, prints expected vs observed for every point
+(the residual is what the model leaves unexplained) and, with ``--what-if``, the prediction
 under changed SGLang flags or workload. ``--json`` prints one object:
 ``{"params": {...}, "points": [{"label", "concurrency", "observed_tok_s", "expected_tok_s",
 "residual_pct", "active_slots", "gpu_idle_share"}...]}`` plus ``"what_if"`` when asked.
@@ -9,6 +9,8 @@ under changed SGLang flags or workload. ``--json`` prints one object:
 
 from __future__ import annotations
 
+import argparse
+import io
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,10 +30,21 @@ from toolkit.analyze.model import (
     observed_frame,
     what_if_table,
 )
+from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
+from toolkit.cli.output import aligned, emit, number, to_json
+from toolkit.cli.runs import load_analyses
 from toolkit.errors import ToolkitError
-from toolkit.schema.jsonable import to_json
 
 __all__ = ["parse_what_if", "run_model"]
+
+NAME = "model"
+HELP = "the serving model: expected vs observed throughput, and what-if"
+EXAMPLES = """\
+examples:
+  ppscope model runs/tp8 runs/pp8
+  ppscope model runs/pp8 --what-if pp_max_micro_batch_size=4
+  ppscope model runs/pp8 --what-if concurrency=64 --json
+"""
 
 _POINT_KEYS = (
     "label",
@@ -53,6 +66,33 @@ _WHAT_IF_KEYS = (
     "gpu_idle_share",
     "regime",
 )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_dirs(parser)
+    add_json(parser)
+    add_output(parser)
+    add_quiet(parser)
+    parser.add_argument(
+        "--what-if",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an SGLang flag or workload change, e.g. pp_max_micro_batch_size=4 (repeatable)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Observed points of each run (its benchmark joined with its layout) → the model."""
+    frames = []
+    for path, ctx in zip(args.paths, load_analyses(args.paths, quiet=args.quiet), strict=True):
+        if not ctx.observed.height:
+            raise ToolkitError(f"{path}: no benchmark results to compare the model with")
+        frames.append(ctx.observed)
+    out = io.StringIO()
+    run_model(pl.concat(frames), parse_what_if(args.what_if), args.json, out=out)
+    emit(out.getvalue().rstrip("\n"), args.output)
+    return 0
 
 
 def parse_what_if(items: Iterable[str]) -> dict[str, int | None]:
@@ -97,13 +137,13 @@ def run_model(
     if frame.height == 0:
         raise ToolkitError("model: no observed points to fit")
     fitted = fit(frame, model=model, prior=prior)
-    table = expected_vs_observed(fitted, frame)
+    expected = expected_vs_observed(fitted, frame)
     changes = dict(what_if or {})
     scenario = what_if_table(fitted, frame, changes) if changes else None
     if as_json:
         doc: dict[str, Any] = {
             "params": fitted.summary(),
-            "points": [{k: row[k] for k in _POINT_KEYS} for row in table.iter_rows(named=True)],
+            "points": [{k: row[k] for k in _POINT_KEYS} for row in expected.iter_rows(named=True)],
         }
         if scenario is not None:
             doc["what_if"] = {
@@ -114,41 +154,20 @@ def run_model(
             }
         out.write(to_json(doc) + "\n")
     else:
-        out.write(_render(fitted, table, changes, scenario) + "\n")
+        out.write(_render(fitted, expected, changes, scenario) + "\n")
     return 0
 
 
 # ── text ──────────────────────────────────────────────────────────────────────────────────────
 
 
-def _num(x: float | None, fmt: str) -> str:
-    if x is None or not math.isfinite(x):
-        return "-"
-    text = format(x, fmt)
-    # a calibration residual of −2e-14 is zero, not "−0.0"
-    return format(0.0, fmt) if text.lstrip("+-").strip("0.") == "" else text
-
-
 def _arrow(before: int, after: int) -> str:
     return str(after) if before == after else f"{before}→{after}"
 
 
-def _grid(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> list[str]:
-    """Aligned columns: the first ``left`` columns flush left, the rest flush right."""
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = []
-    for r in [header, *rows]:
-        cells = [
-            c.ljust(w) if i < left else c.rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
-    return lines
-
-
 def _render(
     fitted: Fit,
-    table: pl.DataFrame,
+    points: pl.DataFrame,
     changes: Mapping[str, int | None],
     scenario: pl.DataFrame | None,
 ) -> str:
@@ -159,7 +178,7 @@ def _render(
         f"model: {m.name}",
         f"hardware: {hw.name}",
         f"fit from {len(fitted.calibration)} point(s): {used}",
-        *_grid(
+        *aligned(
             ("  parameter", "value", "source"),
             [
                 ("  HBM bandwidth β", f"{hw.hbm_bytes_s / 1e12:.2f} TB/s", status["hbm_bytes_s"]),
@@ -172,19 +191,21 @@ def _render(
         "",
     ]
     rows = []
-    for r in table.iter_rows(named=True):
+    for r in points.iter_rows(named=True):
         rows.append(
             (
                 r["label"],
                 str(r["concurrency"]),
-                _num(r["observed_tok_s"], ".1f"),
-                _num(r["expected_tok_s"], ".1f"),
-                _num(r["residual_pct"], "+.1f") + " %",
+                number(r["observed_tok_s"], ".1f"),
+                number(r["expected_tok_s"], ".1f"),
+                number(r["residual_pct"], "+.1f") + " %",
                 str(r["active_slots"]),
                 r["occupancy"],
-                _num(100 * r["gpu_idle_share"], ".0f") + " %",
+                number(100 * r["gpu_idle_share"], ".0f") + " %",
                 r["regime"],
-                f"{_num(r['observed_round_ms'], '.1f')} / {_num(r['expected_round_ms'], '.1f')}",
+                number(r["observed_round_ms"], ".1f")
+                + " / "
+                + number(r["expected_round_ms"], ".1f"),
                 "fit" if r["calibration"] else "",
             )
         )
@@ -201,9 +222,9 @@ def _render(
         "round obs/exp ms",
         "",
     )
-    lines += _grid(header, rows)
+    lines += aligned(header, rows, keys=2)
     lines.append("residual = (observed − expected) / expected; 'fit' rows calibrated the model.")
-    for r in table.iter_rows(named=True):
+    for r in points.iter_rows(named=True):
         gap, slots, pp = r["unexplained_round_ms"], r["active_slots"], r["pp"]
         if r["calibration"] or gap is None or not math.isfinite(gap) or abs(r["residual_pct"]) < 5:
             continue
@@ -221,14 +242,14 @@ def _render(
             (
                 r["label"],
                 _arrow(r["base_concurrency"], r["concurrency"]),
-                _num(r["expected_tok_s"], ".1f"),
-                _num(r["what_if_tok_s"], ".1f"),
-                _num(r["change_pct"], "+.1f") + " %",
+                number(r["expected_tok_s"], ".1f"),
+                number(r["what_if_tok_s"], ".1f"),
+                number(r["change_pct"], "+.1f") + " %",
                 str(r["active_slots"]),
                 r["occupancy"],
-                _num(100 * r["gpu_idle_share"], ".0f") + " %",
+                number(100 * r["gpu_idle_share"], ".0f") + " %",
                 r["regime"],
-                _num(r["round_ms"], ".1f"),
+                number(r["round_ms"], ".1f"),
             )
             for r in scenario.iter_rows(named=True)
         ]
@@ -244,6 +265,6 @@ def _render(
             "regime",
             "TPOT ms",
         )
-        lines += _grid(header, rows)
+        lines += aligned(header, rows, keys=2)
         lines.append("what-if values are the model's; add the residual above to compare with runs.")
     return "\n".join(lines)

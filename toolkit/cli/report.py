@@ -1,57 +1,72 @@
-"""Body of ``ppscope report RUN_DIR... -o reports/NAME.html [-p key value] [--with-code]
-[--no-redact] [--notebook NAME]``.
+"""``ppscope report``: a notebook rendered on run directories into one offline HTML file.
 
-Renders a notebook of ``notebooks/`` (the postmortem by default) on the run directories into a
-self-contained HTML file and its ``.json`` sidecar, showing progress on stderr and printing the
-report's path on stdout. Exit codes: 0 written; 1 a notebook cell failed (the partial notebook
-is written next to the report); 2 bad input (unknown notebook or parameter, no run directory).
+Renders a notebook (the postmortem by default) with papermill and writes a self-contained
+HTML file and its ``.json`` sidecar, showing progress on stderr and printing the report's path
+on stdout. Exit codes: 0 written; 1 a notebook cell failed (the partial notebook is written
+next to the report); 2 bad input (unknown notebook or parameter, no run directory).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
+from toolkit.cli.options import add_output, add_quiet, add_run_dirs
+from toolkit.cli.output import fail
 from toolkit.errors import ToolkitError
-from toolkit.report.render import CellError, render
+from toolkit.load.run import run_directory
 
-__all__ = ["run_report"]
+NAME = "report"
+HELP = "render an offline HTML postmortem (and its JSON sidecar) from run directories"
+EXAMPLES = """\
+examples:
+  ppscope report runs/tp8 runs/pp8 -o reports/pp8-vs-tp8.html
+  ppscope report runs/pp8 -o reports/pp8.html --notebook stage_timeline
+  ppscope report -o reports/demo.html               the sample incident
+"""
+NOTEBOOKS = "postmortem, scaling_gap, stage_timeline, config_diff, gpu_trace, or a .ipynb path"
 
 
-def run_report(
-    run_dirs: list[Path],
-    out: Path,
-    params: dict[str, str],
-    with_code: bool,
-    redact: bool,
-    notebook: str = "postmortem",
-) -> int:
-    """Render ``notebook`` on ``run_dirs`` to ``out``; returns the exit code.
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_dirs(parser, minimum=0)
+    add_output(parser, required=True, what="the report (NAME.html; NAME.json beside it)")
+    parser.add_argument(
+        "-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+        help="a notebook parameter, as with papermill -p",
+    )  # fmt: skip
+    parser.add_argument("--notebook", default="postmortem", help=NOTEBOOKS)
+    parser.add_argument("--with-code", action="store_true", help="show the code cells")
+    parser.add_argument(
+        "--no-redact", dest="redact", action="store_false",
+        help="keep API keys, tokens and passwords in the report",
+    )  # fmt: skip
+    add_quiet(parser)
 
-    ``run_dirs`` become the notebook's ``runs`` parameter, as given (relative paths stay
-    relative in the report's provenance); a ``runs`` in ``params`` is used when no directory
-    is named.
-    """
-    params = dict(params)
-    if run_dirs:
+
+def run(args: argparse.Namespace) -> int:
+    """Render the notebook on the run directories (as given: relative paths stay relative in
+    the report's provenance); ``-p runs ...`` is used when no directory is named."""
+    from toolkit.report.render import CellError, render  # papermill and nbconvert: only here
+
+    params = dict(args.param)
+    if args.paths:
         if "runs" in params:
-            print("ppscope: give run directories or -p runs, not both", file=sys.stderr)
-            return 2
-        for path in run_dirs:
-            if not path.is_dir():
-                print(f"ppscope: {path}: not a run directory", file=sys.stderr)
-                return 2
-        params["runs"] = ",".join(p.as_posix() for p in run_dirs)
+            raise ToolkitError("give run directories or -p runs, not both")
+        params["runs"] = ",".join(run_directory(p).as_posix() for p in args.paths)
+    out: Path = args.output
     if out.suffix.lower() != ".html":
-        print(f"ppscope: the report must be an .html file, not {out}", file=sys.stderr)
-        return 2
+        raise ToolkitError(f"the report must be an .html file, not {out}")
     try:
-        report = render(notebook, params, out, with_code=with_code, redact=redact, progress=True)
+        report = render(
+            args.notebook,
+            params,
+            out,
+            with_code=args.with_code,
+            redact=args.redact,
+            progress=not args.quiet,
+        )
     except CellError as e:
-        print(f"ppscope: {e}", file=sys.stderr)
+        fail(e)
         return 1
-    except ToolkitError as e:
-        print(f"ppscope: {e}", file=sys.stderr)
-        return 2
     print(report.html)
     return 0

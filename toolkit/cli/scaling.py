@@ -1,4 +1,4 @@
-"""``ppscope scaling PATH... [--json]``: the gap between layouts, as text or JSON.
+"""``ppscope scaling``: throughput against concurrency per layout, and the gap between them.
 
 The JSON has exactly the keys users script against::
 
@@ -13,36 +13,43 @@ first two layouts in the order they were loaded. Non-finite numbers become null.
 
 from __future__ import annotations
 
+import argparse
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from toolkit.analyze.scaling import crossover, knee, scaling_gap, scaling_table
+from toolkit.cli.options import add_json, add_output
+from toolkit.cli.output import aligned, emit, number, to_json
 from toolkit.errors import ToolkitError
 from toolkit.load.bench.results import BenchResults, load_bench
-from toolkit.schema.jsonable import to_json
 
 KNEE_THRESHOLD = 0.5
 
 
-def run_scaling(paths: list[Path], as_json: bool) -> int:
-    """Load the results under ``paths``, print the gap table (or JSON), return the exit code.
+NAME = "scaling"
+HELP = "throughput vs concurrency per layout: the gap, the crossover, the knee"
+EXAMPLES = """\
+examples:
+  ppscope scaling runs/tp8 runs/pp8           results found in two run directories
+  ppscope scaling sweep.csv --json            a sweep of your own, as JSON
+"""
 
-    Exit codes: 0 printed; 2 nothing readable or a broken file (the reason goes to stderr).
-    """
-    try:
-        results = load_bench(paths)
-        report = scaling_report(results)
-    except ToolkitError as e:
-        print(f"ppscope: {e}", file=sys.stderr)
-        return 2
-    if as_json:
-        print(to_json(report["json"]))
-    else:
-        print(report["text"])
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="result files or run directories"
+    )
+    add_json(parser)
+    add_output(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the results under the paths, print the gap table (or JSON)."""
+    report = scaling_report(load_bench(args.paths))
+    emit(to_json(report["json"]) if args.json else report["text"], args.output)
     return 0
 
 
@@ -118,14 +125,14 @@ def _text(
     rows = []
     for c in sorted({r["concurrency"] for r in table.iter_rows(named=True)}):
         row = [str(c)]
-        row += [_fmt(cell.get((label, c), {}).get("output_tok_s"), ".1f") for label in labels]
+        row += [number(cell.get((label, c), {}).get("output_tok_s"), ".1f") for label in labels]
         if gap is not None:
             g = gaps.get(c, {})
             advantage = g.get("advantage")
             row += ["-" if advantage is None else f"{advantage:.2f}×", g.get("leader") or "-"]
-        row += [_fmt(cell.get((label, c), {}).get("efficiency"), ".2f") for label in labels]
+        row += [number(cell.get((label, c), {}).get("efficiency"), ".2f") for label in labels]
         rows.append(row)
-    lines += _aligned([header, *rows])
+    lines += aligned(header, rows)
     repeats = [
         f"{r['label']} at {r['concurrency']} ({r['n_runs']} runs)"
         for r in table.iter_rows(named=True)
@@ -158,22 +165,6 @@ def _crossover_text(gap: pl.DataFrame, cross: float | None) -> str:
     if below == above:
         return f"at {below} concurrent requests (a tie)"
     return f"between {below} and {above} concurrent requests (≈{cross:.1f}, log-interpolated)"
-
-
-def _fmt(x: float | None, spec: str) -> str:
-    return "-" if x is None or not math.isfinite(x) else format(x, spec)
-
-
-def _aligned(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = []
-    for r in rows:
-        cells = [r[0].rjust(widths[0])]
-        for i, text in enumerate(r[1:], start=1):
-            numeric = text == "-" or text.rstrip("×").replace(".", "", 1).isdigit()
-            cells.append(text.rjust(widths[i]) if numeric else text.ljust(widths[i]))
-        out.append("  ".join(cells).rstrip())
-    return out
 
 
 def _plural(n: int, word: str) -> str:

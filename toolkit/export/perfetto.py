@@ -10,16 +10,18 @@ Timestamps are microseconds since the Unix epoch of the log's local clock.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-__all__ = ["chrome_trace", "write_chrome_trace"]
+from toolkit.schema.jsonable import to_json
+
+__all__ = ["chrome_trace", "merge_chrome_traces", "write_chrome_trace"]
 
 SERVER_PID = 1
 GPU_PID = 1000  # after every DP rank's process
+RUN_PID_STEP = 10_000  # process ids of the next run when several share one trace
 MAX_WINDOW_S = 120.0  # a longer "window" is an idle gap, not 40 steps of decoding
 
 
@@ -85,10 +87,24 @@ def chrome_trace(
     }
 
 
+def merge_chrome_traces(traces: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs' traces in one: run ``i``'s process ids move up by ``i × RUN_PID_STEP``, so
+    each run keeps its own group of tracks on the shared clock."""
+    events: list[dict[str, Any]] = []
+    for i, trace in enumerate(traces):
+        events += [{**e, "pid": e["pid"] + i * RUN_PID_STEP} for e in trace["traceEvents"]]
+    runs = [t.get("otherData", {}).get("run") for t in traces]
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {"generator": "ppscope", "runs": runs},
+    }
+
+
 def write_chrome_trace(path: str | Path, trace: dict[str, Any]) -> Path:
     """Write a trace dict as JSON (strict: no NaN) and return the path."""
     out = Path(path)
-    out.write_text(json.dumps(trace, allow_nan=False, separators=(",", ":")), encoding="utf-8")
+    out.write_text(to_json(trace, indent=None), encoding="utf-8")
     return out
 
 

@@ -37,6 +37,11 @@ class Run:
     files: dict[str, list[Path]] = field(default_factory=dict)  # format name → files
     cache: bool = True
 
+    @property
+    def has_inputs(self) -> bool:
+        """Whether the run holds anything to analyse: a server log, results or a GPU trace."""
+        return bool({"sglang-log", *BENCH_FORMATS, *TRACE_FORMATS} & set(self.files))
+
     @cached_property
     def log(self) -> SGLangLog | None:
         """The SGLang server log(s) of the run, or None."""
@@ -137,11 +142,19 @@ class Run:
         return {t: int(v) + 1 for t, v in row.items() if v is not None}
 
 
+def run_directory(path: str | Path) -> Path:
+    """``path`` if it is a directory; else an error saying what it is instead."""
+    path = Path(path)
+    if not path.exists():
+        raise ToolkitError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        raise ToolkitError(f"{path}: not a run directory (a file: name the folder that holds it)")
+    return path
+
+
 def load_run(directory: str | Path, *, cache: bool = True) -> Run:
     """The run in ``directory``: its ``run.toml`` and its files grouped by recognized format."""
-    path = Path(directory)
-    if not path.is_dir():
-        raise ToolkitError(f"{path}: not a run directory")
+    path = run_directory(directory)
     files: dict[str, list[Path]] = {}
     for file in expand([path]):
         if file.name == "run.toml":

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import os
 import re
 from functools import cache
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import altair as alt
+
+from toolkit.schema.jsonable import to_json
 
 __all__ = [
     "RENDERER",
@@ -84,7 +85,7 @@ def bundle_html() -> str:
 
 def json_for_script(value: Any) -> str:
     """JSON that cannot end a ``<script>`` element or open an HTML comment, whatever it holds."""
-    text = json.dumps(value, separators=(",", ":"), allow_nan=False, default=str)
+    text = to_json(value, indent=None)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

@@ -4,7 +4,7 @@ JSON has no NaN or infinity, so non-finite floats become ``null``; dates become 
 lists of row objects, other objects their text. The output is strict JSON (``allow_nan=False``).
 
 >>> to_json({"tok_s": float("nan"), "c": [1, 2.5]}, indent=None)
-'{"tok_s": null, "c": [1, 2.5]}'
+'{"tok_s":null,"c":[1,2.5]}'
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def jsonable(value: Any) -> Any:
 
 
 def to_json(value: Any, *, indent: int | None = 2, sort_keys: bool = False) -> str:
-    """Strict JSON text of ``value`` (see ``jsonable``); compact separators without ``indent``."""
-    separators = None if indent is not None else (", ", ": ")
+    """Strict JSON text of ``value`` (see ``jsonable``); without ``indent``, no spaces at all."""
+    separators = None if indent is not None else (",", ":")
     return json.dumps(
         jsonable(value),
         indent=indent,

@@ -1,0 +1,208 @@
+"""What commands print: aligned tables that fit a terminal, wrapped text, progress, errors.
+
+JSON goes through ``toolkit.schema.jsonable.to_json`` (non-finite numbers → null); text tables
+are at most ``WIDTH`` columns wide: a wider table is cut into blocks of columns, each repeating
+the key column.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import polars as pl
+
+from toolkit.schema.jsonable import to_json
+
+__all__ = [
+    "WIDTH",
+    "Progress",
+    "aligned",
+    "cell",
+    "emit",
+    "fail",
+    "frame_lines",
+    "number",
+    "terminal_width",
+    "to_json",
+    "wrapped",
+]
+
+WIDTH = 100
+"""Widest line a command prints, whatever the terminal."""
+
+
+def terminal_width() -> int:
+    """The terminal's width, at most ``WIDTH``."""
+    return min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
+
+
+def fail(message: object) -> int:
+    """Print ``ppscope: message`` on stderr; the exit code of bad input (2)."""
+    print(f"ppscope: {message}", file=sys.stderr)
+    return 2
+
+
+def emit(text: str, output: Path | None) -> None:
+    """Print ``text``, or write it to ``output`` (``-o``) and say where on stderr."""
+    if output is None:
+        print(text)
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text + "\n", encoding="utf-8")
+    print(f"wrote {output}", file=sys.stderr)
+
+
+def number(x: float | None, spec: str) -> str:
+    """A number formatted by ``spec``; ``-`` for None or non-finite; no ``-0.0``."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    text = format(x, spec)
+    return format(0.0, spec) if text.lstrip("+-").strip("0.") == "" else text
+
+
+def cell(value: Any, width: int = 40) -> str:
+    """A table cell: numbers to 3 significant digits, lists comma-joined, text shortened."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "-"
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value))
+    text = str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _numeric(text: str) -> bool:
+    stripped = text.strip().rstrip("×%").replace(",", "").replace("→", "")
+    return text.strip() == "-" or stripped.lstrip("+-").replace(".", "", 1).isdigit()
+
+
+def aligned(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    keys: int = 1,
+    width: int = WIDTH,
+    indent: str = "",
+) -> list[str]:
+    """Aligned columns: numbers flush right, text flush left.
+
+    When the table is wider than ``width``, the columns after the first ``keys`` are cut into
+    blocks that fit, each block printed under the key columns again.
+    """
+    grid = [list(header), *[list(r) for r in rows]]
+    widths = [max(len(r[i]) for r in grid) for i in range(len(header))]
+    right = [all(_numeric(r[i]) for r in grid[1:]) and len(grid) > 1 for i in range(len(header))]
+    blocks: list[list[int]] = []
+    key_width = sum(widths[:keys]) + 2 * keys + len(indent)
+    current: list[int] = []
+    used = key_width
+    for i in range(keys, len(header)):
+        if current and used + widths[i] + 2 > width:
+            blocks.append(current)
+            current, used = [], key_width
+        current.append(i)
+        used += widths[i] + 2
+    blocks.append(current)
+    out: list[str] = []
+    for n, block in enumerate(blocks):
+        if n:
+            out.append("")
+        for r in grid:
+            cells = [
+                r[i].rjust(widths[i]) if right[i] else r[i].ljust(widths[i])
+                for i in [*range(keys), *block]
+            ]
+            out.append((indent + "  ".join(cells)).rstrip())
+    return out
+
+
+def frame_lines(frame: pl.DataFrame, rows: int, *, indent: str = "") -> list[str]:
+    """A frame as an aligned table of at most ``rows`` rows, plus a note on the rest."""
+    shown = frame.head(rows)
+    body = [[cell(v) for v in row] for row in shown.iter_rows()]
+    out = aligned([str(c) for c in shown.columns], body, indent=indent)
+    if frame.height > rows:
+        out.append(f"{indent}... {frame.height - rows} more rows (--json has them all)")
+    return out
+
+
+def wrapped(text: str, indent: str = "", width: int | None = None) -> list[str]:
+    """``text`` wrapped to the terminal, continuation lines indented two more."""
+    lines = textwrap.wrap(
+        text,
+        width=width or terminal_width(),
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+    )
+    return lines or [indent]
+
+
+class Progress:
+    """A one-line progress note on stderr while a long step runs: what, how far, how long.
+
+    Shown only on a terminal and unless ``quiet``; a background thread refreshes the elapsed
+    time every half second, so a parse that takes a while never sits in silence.
+    """
+
+    def __init__(self, total: int, *, quiet: bool = False, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.total = total
+        self.shown = not quiet and self.stream.isatty()
+        self._label = ""
+        self._done = 0
+        self._started = time.monotonic()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Progress:
+        if self.shown:
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+
+    @contextmanager
+    def step(self, label: str) -> Iterator[None]:
+        """One unit of work (a file), named on the progress line while it runs."""
+        with self._lock:
+            self._label = label
+        self._draw()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._done += 1
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.5):
+            self._draw()
+
+    def _draw(self) -> None:
+        if not self.shown:
+            return
+        with self._lock:
+            seconds = time.monotonic() - self._started
+            line = f"[{self._done + 1}/{self.total}] {self._label} … {seconds:.0f} s"
+        self.stream.write("\r\x1b[2K" + line[: terminal_width() - 1])
+        self.stream.flush()

@@ -1,0 +1,183 @@
+"""``ppscope parse``: recognize each input file and say what it holds.
+
+Every file is sniffed by content: SGLang server logs (line counts per kind, tables, untyped
+batch lines, each launch with its parallel settings), benchmark results, GPU traces and
+``run.toml``. One unreadable file is reported and the others still load; the exit code is then
+1. ``--json`` prints ``{"files": [...]}`` with every launch; the text shows at most
+``LAUNCHES_SHOWN`` launches per file and summarizes the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from toolkit.cli.options import add_json, add_output, add_quiet
+from toolkit.cli.output import Progress, emit, to_json
+from toolkit.errors import ToolkitError
+from toolkit.load.bench.results import load_bench, sniff_bench_format
+from toolkit.load.gpu.trace import GPU_FORMATS, summarize_gpu_file
+from toolkit.load.run_config import read_run_config
+from toolkit.load.sglang.log import load_sglang_log
+from toolkit.load.sniff import expand, sniff
+from toolkit.schema.bench import BENCH_FORMATS
+
+NAME = "parse"
+HELP = "recognize input files and summarize what each holds"
+EXAMPLES = """\
+examples:
+  ppscope parse server.log                 what the log holds: kinds, tables, launches
+  ppscope parse runs/pp8 --json            every file of a run directory, as JSON
+  ppscope parse node0.log.gz --strict      fail at the first batch line that does not type
+"""
+LAUNCHES_SHOWN = 6
+SETTINGS = (
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "ep_size",
+    "pp_async_batch_depth",
+    "pp_max_micro_batch_size",
+    "max_running_requests",
+    "chunked_prefill_size",
+    "disable_cuda_graph",
+    "cuda_graph_max_bs",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders")
+    add_json(parser)
+    add_output(parser)
+    parser.add_argument("--strict", action="store_true", help="fail on the first untypable line")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    add_quiet(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    missing = [p for p in args.paths if not p.exists()]
+    if missing:
+        raise ToolkitError(f"{missing[0]}: no such file or directory")
+    files: list[dict[str, Any]] = []
+    failed = 0
+    paths = list(expand(args.paths))
+    with Progress(len(paths), quiet=args.quiet) as progress:
+        for path in paths:
+            with progress.step(f"{path.name} ({path.stat().st_size / 1e6:.0f} MB)"):
+                try:
+                    files.extend(summarize(path, strict=args.strict, cache=not args.no_cache))
+                except ToolkitError as e:
+                    if args.strict:
+                        raise
+                    failed += 1
+                    files.append({"path": str(path), "format": "error", "error": str(e)})
+    if args.json:
+        emit(to_json({"files": files}), args.output)
+    else:
+        emit("\n".join(describe(f) for f in files), args.output)
+    return 1 if failed else 0
+
+
+def summarize(path: Path, *, strict: bool = False, cache: bool = True) -> list[dict[str, Any]]:
+    """What one file holds, as the JSON objects ``parse --json`` prints (one per part)."""
+    fmt = sniff(path)
+    if path.name == "run.toml":
+        config = read_run_config(path.parent)  # checked: a typo in a key is an error
+        return [
+            {
+                "path": str(path),
+                "format": "run-config",
+                "label": config.label,
+                "synthetic": config.synthetic,
+            }
+        ]
+    if fmt == "sglang-log":
+        out = list(load_sglang_log(path, strict=strict, cache=cache).summary()["files"])
+        if sniff_bench_format(path) == "sglang-bench-text":
+            out.extend(load_bench(path, cache=cache).summary())
+        return out
+    if fmt in BENCH_FORMATS:
+        return list(load_bench(path, cache=cache).summary())
+    if fmt in GPU_FORMATS:
+        fields = read_run_config(path.parent).gpu_trace_fields
+        return [summarize_gpu_file(path, fields=fields, strict=strict)]
+    return [{"path": str(path), "format": fmt or "unknown"}]
+
+
+def describe(f: dict[str, Any]) -> str:
+    """The text block of one file's summary."""
+    if f["format"] == "error":
+        return f"{f['path']}  [unreadable]\n  {f['error']}"
+    if f["format"] == "run-config":
+        synthetic = " (synthetic data)" if f["synthetic"] else ""
+        return f"{f['path']}  [run-config]\n  label {f['label'] or '-'}{synthetic}"
+    if f["format"] in GPU_FORMATS:
+        return _describe_gpu(f)
+    if f["format"] in BENCH_FORMATS:
+        layouts = ", ".join(f["layouts"]) or "-"
+        return f"{f['path']}  [{f['format']}]\n  {f['runs']} benchmark runs; layouts: {layouts}"
+    lines = [f"{f['path']}  [{f['format']}]"]
+    if "lines" not in f:
+        lines.append("  not recognized: no loader reads this format")
+        return "\n".join(lines)
+    tables = ", ".join(f"{k} {v}" for k, v in f["tables"].items())
+    lines.append(f"  wrapper {f['wrapper']}, {f['lines']} lines: {tables}")
+    counts = ", ".join(f"{k} {v}" for k, v in f["counts"].items())
+    lines.append(f"  kinds: {counts}")
+    odd = {k: v for k, v in f["odd_lines"].items() if v}
+    for problem in f.get("problems", []):
+        lines.append(f"  problem: {problem}")
+    lines.append(
+        f"  batch lines not fully typed: {f['incomplete_batches']}"
+        + (f"; odd lines: {odd}" if odd else "")
+    )
+    lines += _launches(f["launches"])
+    for row in f["first_unrecognized"]:
+        lines.append(f"  unrecognized line {row['lineno']}: {str(row['line'])[:80]}")
+    return "\n".join(lines)
+
+
+def _launches(launches: list[dict[str, Any]]) -> list[str]:
+    """A line or two per launch; past ``LAUNCHES_SHOWN``, the first and last few and a count."""
+    if len(launches) <= LAUNCHES_SHOWN:
+        shown, hidden = launches, []
+    else:
+        half = LAUNCHES_SHOWN // 2
+        shown, hidden = [*launches[:half], *launches[-half:]], launches[half:-half]
+    lines = []
+    for i, launch in enumerate(shown):
+        if hidden and i == LAUNCHES_SHOWN // 2:
+            lines.append(
+                f"  ... {len(hidden)} more launches between lines {hidden[0]['lineno']} and "
+                f"{hidden[-1]['lineno']} ({len(launches)} in all; --json lists every one)"
+            )
+        a = launch["server_args"]
+        settings = ", ".join(f"{k}={a[k]}" for k in SETTINGS if k in a)
+        cut = "" if launch["complete"] else " (dump cut)"
+        lines.append(f"  launch at line {launch['lineno']}{cut}: {settings}")
+        tokens = launch["startup"].get("max_total_num_tokens")
+        if tokens is not None:
+            lines.append(f"    max_total_num_tokens={tokens}")
+    return lines
+
+
+def _describe_gpu(f: dict[str, Any]) -> str:
+    lines = [f"{f['path']}  [{f['format']}]"]
+    if "samples" in f:
+        lines.append(
+            f"  {f['lines']} lines: {f['samples']} samples of {f['gpus']} GPUs, "
+            f"{f['skipped']} other lines ({f['problems']} problems), "
+            f"{f['unavailable']} cells without a value"
+        )
+        lines.append(f"  metrics: {', '.join(f['metrics'])}")
+    else:
+        facts = {k: v for k, v in f.items() if k not in ("path", "format", "notes")}
+        lines.append(
+            "  " + ", ".join(f"{k} {v}" for k, v in facts.items() if not isinstance(v, list | dict))
+        )
+    for problem in f.get("first_problems", []):
+        lines.append(f"  problem: {problem}")
+    for note in f.get("notes", []):
+        lines.append(f"  note: {note}")
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""``ppscope timeline``: the stage timeline as Chrome trace JSON, for ui.perfetto.dev.
+
+Each run becomes its own group of processes (a track per pipeline stage, counters for the
+queue, KV usage, gen throughput and each GPU's busy %), all on one clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from toolkit.analyze.stages import stage_gpu_series
+from toolkit.cli.options import add_output, add_quiet, add_run_dirs
+from toolkit.cli.runs import load_analyses
+from toolkit.errors import ToolkitError
+from toolkit.export.perfetto import chrome_trace, merge_chrome_traces, write_chrome_trace
+from toolkit.run_analysis import RunAnalysis
+
+__all__ = ["run_trace"]
+
+NAME = "timeline"
+HELP = "write the stage timeline as Chrome trace JSON (open it in ui.perfetto.dev)"
+EXAMPLES = """\
+examples:
+  ppscope timeline runs/pp8 -o pp8-trace.json
+  ppscope timeline runs/pp8 runs/pp8-fixed -o both.json
+"""
+GPU_POINTS = 200_000  # GPU busy samples per run kept in the trace
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_dirs(parser)
+    add_output(parser, required=True, what="the trace")
+    add_quiet(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    traces = [run_trace(ctx) for ctx in load_analyses(args.paths, quiet=args.quiet)]
+    trace = traces[0] if len(traces) == 1 else merge_chrome_traces(traces)
+    write_chrome_trace(args.output, trace)
+    counters = sum(1 for e in trace["traceEvents"] if e["ph"] == "C")
+    stages = sum(t["otherData"]["stages"] for t in traces)
+    print(
+        f"{args.output}: {len(trace['traceEvents'])} events, {stages} stage track(s), "
+        f"{counters} counter samples; open it in https://ui.perfetto.dev"
+    )
+    return 0
+
+
+def run_trace(ctx: RunAnalysis) -> dict[str, Any]:
+    """The Chrome trace of one run's stage timeline (and GPU busy, when it has a trace)."""
+    timeline = ctx.timeline
+    if not timeline.height:
+        raise ToolkitError(f"{ctx.run.path}: no Prefill/Decode batch lines to put on a timeline")
+    gpu = None
+    if ctx.gpu_samples is not None:
+        gpu = stage_gpu_series(ctx.gpu_samples, ctx.roles, every="100ms", max_points=GPU_POINTS)
+    trace = chrome_trace(timeline, gpu=gpu, label=ctx.label, log_interval=ctx.log_interval)
+    trace["otherData"]["stages"] = timeline.select("dp", "pp").unique().height
+    return trace
