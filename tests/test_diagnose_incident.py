@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from toolkit.cli.diagnose import diff_report
+from toolkit.cli.diff import diff_report
 from toolkit.diagnose import RunAnalysis, diagnose
 from toolkit.load.run import load_run
 

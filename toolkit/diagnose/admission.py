@@ -1,7 +1,7 @@
 """Admission rules: ``running-cap`` (a limit holds requests in the queue) and ``queue-backlog``.
 
 Requests wait (``#queue-req`` > 0 through a phase) for one of four reasons, checked in this
-order (scheduler notes §1.2, §5.5):
+order, the order in which SGLang's admission runs out of budget:
 
 * ``max_total_num_tokens``: the KV pool is (nearly) full;
 * ``max_running_requests``: the request rows are all taken (under PP also the auto per-slot

@@ -5,8 +5,8 @@ Each phase is judged against what it offered. One request cannot fill eight stag
 pipeline that is under-filled because fewer requests ran than there are stages is inherent
 (``pp-low-concurrency``, info). It is a fault when enough requests were running to give every
 stage a micro-batch and fewer slots than stages held them: admission front-packs the slots
-(up to the prefill chunk budget, or the per-slot cap) and never rebalances (scheduler notes
-§1.2), so the other stages wait.
+(up to the prefill chunk budget, or the per-slot cap) and a request stays in the slot that
+admitted it, so the other stages wait.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Stage rules: ``pp-lockstep-logging`` (info), ``stage-desync``, ``stage-imbalance``,
 ``gpu-idle-bubbles``.
 
-All PP stages print the same micro-batch at the same log ordinal by design (scheduler notes
-§1.4): identical lines are the baseline and get an info note. Stages that disagree at an
-ordinal scheduled different batches, a correctness bug. GPU busy per stage comes from the GPU
-trace (``sm_active`` preferred over ``util_pct``, which counts a NCCL kernel waiting for its
-peer as busy) or from the log's ``fwd occupancy``.
+All PP stages print the same micro-batch at the same log ordinal by design (every stage runs the
+same scheduler on the same requests): identical lines are the baseline and get an info note. Stages
+that disagree at an ordinal scheduled different batches, a correctness bug. GPU busy per stage
+comes from the GPU trace (``sm_active`` preferred over ``util_pct``, which counts a NCCL kernel
+waiting for its peer as busy) or from the log's ``fwd occupancy``.
 """
 
 from __future__ import annotations

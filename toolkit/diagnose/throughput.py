@@ -6,7 +6,7 @@ load grows. It explains nothing by itself, so it is at most ``medium``; the caus
 run's other findings.
 
 ``prefill-interference``: without mixed chunked prefill a slot that prefills on its turn skips
-its decode step (scheduler notes §1.2), so decode windows that contain prefill lines generate
+its decode step, so decode windows that contain prefill lines generate
 less. Its cost is the share of windows with prefill times the throughput dip in them.
 """
 

@@ -1,7 +1,7 @@
 """Offline charts: Vega-Lite specs drawn by a vega bundle that ships inside the page.
 
 Altair's default renderer loads vega from a CDN and its ``inline`` template repeats the 0.9 MB
-bundle per chart, which breaks on the second chart (performance notes §7). Here a chart's output
+bundle per chart, which breaks on the second chart. Here a chart's output
 is only a ``<div>`` and a short script that calls ``vegaEmbed``; the bundle itself is inlined
 once: by the nbconvert template in a rendered report, or by ``bundle_html`` (shown once by
 ``toolkit.report.render.setup``) in a live notebook.

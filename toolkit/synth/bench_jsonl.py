@@ -3,7 +3,7 @@
 Every number comes from the simulated requests of the phase: TTFT and end-to-end latency from
 their arrival, first-token and finish times; ITLs from the rank-0 processing times of the
 decode micro-batches of each request's slot (a request gets one token per batch of its slot).
-Key sets follow the release (log formats §5.2).
+Key sets follow the release.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _stats(name: str, values: Sequence[float], stats: Sequence[str]) -> dict[str
     return {f"{s}_{name}_ms": fns[s](values) for s in stats}
 
 
-# Latency statistics per key set (log formats §5.2).
+# Latency statistics per key set.
 _LATENCY = {
     "0.5.5": {
         "e2e_latency": ("mean", "median", "std", "p99"),

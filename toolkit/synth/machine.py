@@ -1,6 +1,6 @@
-"""Per-GPU memory of the synthetic launch, as the startup block prints it (scheduler notes §6.2).
+"""Per-GPU memory of the synthetic launch, as the startup block prints it.
 
-Stage weights follow the notes' per-stage figures (an INT4 MoE layer ≈ 9.8 GB; rank 0 adds the
+Stage weights follow per-stage figures (an INT4 MoE layer ≈ 9.8 GB; rank 0 adds the
 embedding and the dense first layer, the last rank the lm_head); the KV pool holds
 ``max_total_num_tokens`` tokens of MLA latent (≈ 1152 B per token per layer) for the stage's
 layers. Sizes are in GB as SGLang prints them.

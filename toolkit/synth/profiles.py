@@ -1,4 +1,4 @@
-"""Version profiles: the exact line formats of one SGLang release (log formats notes §1–§5).
+"""Version profiles: the exact line formats of one SGLang release.
 
 Two releases are profiled, one on each side of the format changes that matter to a loader:
 

@@ -26,7 +26,7 @@ def cuda_graph_bs(max_bs: int) -> list[int]:
 
 
 def graph_max_bs(layout: Layout) -> int:
-    """``cuda_graph_max_bs`` on 90–160 GB GPUs: 256 if tp < 4 else 512 (log formats §2.1)."""
+    """``cuda_graph_max_bs`` on 90–160 GB GPUs: 256 if tp < 4 else 512."""
     return 256 if layout.tp < 4 else 512
 
 
@@ -200,7 +200,7 @@ def server_args(layout: Layout, profile: Profile, seed: int) -> dict[str, Any]:
         "disable_outlines_disk_cache": False,
         "disable_custom_all_reduce": False,
         "enable_mscclpp": False,
-        "disable_overlap_schedule": layout.pp > 1,  # forced on by PP (log formats §2.1)
+        "disable_overlap_schedule": layout.pp > 1,  # forced on by PP
         "enable_mixed_chunk": False,
         "enable_two_batch_overlap": False,
         "enable_torch_compile": False,

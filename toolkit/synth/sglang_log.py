@@ -1,7 +1,7 @@
 """``server.log``: one launch of SGLang under journald, then the benchmark sweep's lines.
 
 Per phase and per logging rank (every PP stage's TP rank 0; ``TP0`` alone under TP), from the
-simulation's per-rank batch events (scheduler notes §1.4, §2.4):
+simulation's per-rank batch events:
 
 * a ``Prefill batch`` line when the rank schedules a prefill (all stages print the same batch,
   a few ms apart);

@@ -1,4 +1,4 @@
-"""The startup block of one launch (scheduler notes §6.2; log formats §4 for the wording).
+"""The startup block of one launch, worded as the profiled SGLang release prints it.
 
 Order per scheduler rank: init torch distributed, load weights (≈ 5 min, with rank 0's tqdm
 bar), KV pool, decode CUDA-graph capture, then the ``max_total_num_tokens=...`` summary. The

@@ -2,7 +2,7 @@
 
 The truth is the closed-form model's machine (``toolkit.analyze.model``: Kimi-K2-class MoE on
 8x RTX PRO 6000 Blackwell over PCIe) with four numbers calibrated so that the benchmark results
-written by ``toolkit.synth`` reproduce the incident (scheduler notes §0, §5.4):
+written by ``toolkit.synth`` reproduce the incident's four measured numbers:
 
 ==========  =====  ============  ===========================================
 layout      c      seed tok/s    set mainly by
@@ -13,19 +13,20 @@ PP8 d=8     1      34.3          ``hop_s`` (per-stage p2p + gloo + CPU)
 PP8 d=8     32     248.1         ``expert_penalty`` (the injected overhead)
 ==========  =====  ============  ===========================================
 
-β stays at the §5.4 fit (1.504 TB/s). The simulation alone predicts ≈ 400 tok/s for PP8 at
-c=32; the incident saw 248.1, ≈ 52 ms per round that no modelled cost explains. The truth of
-the PP runs therefore carries an injected per-micro-batch stage overhead: every decode forward
-of a stage pays again, ``expert_penalty`` times over, for the reads of the experts its
-micro-batch touches beyond one request's top-k. It is zero at b = 1, so PP's single-stream
-advantage stays; at b = 8 it is ≈ 5.1 ms per 8-layer stage, ≈ 38 ms per trip of the eight
-stages (last-stage forward ≈ 15 ms instead of ≈ 10 ms). Steady decode then runs at ≈ 278
-tok/s; the benchmark, which also pays the prefill of each burst, reports 248. It stands in for
-the candidates of §5.4 (stream-fence bubbles, a slow W4A16 MoE kernel at M ≈ 1 token per
-expert, CPU per iteration) without claiming which one it is. The TP runs do not carry it: the
-incident's TP8 numbers leave no such residual. ``e_eff`` comes out at ≈ 119 rather than §5.4's
-207 for the same reason the PP steady rate sits above 248: the benchmark numbers include the
-prefill of every burst, so the decode steps themselves must be faster than the seed numbers.
+β stays at the incident's TP8 fit (1.504 TB/s, 84 % of the 1.79 TB/s spec). The simulation alone
+predicts ≈ 400 tok/s for PP8 at c=32; the incident saw 248.1, ≈ 52 ms per round that no modelled
+cost explains. The truth of the PP runs therefore carries an injected per-micro-batch stage
+overhead: every decode forward of a stage pays again, ``expert_penalty`` times over, for the reads
+of the experts its micro-batch touches beyond one request's top-k. It is zero at b = 1, so PP's
+single-stream advantage stays; at b = 8 it is ≈ 5.1 ms per 8-layer stage, ≈ 38 ms per trip of the
+eight stages (last-stage forward ≈ 15 ms instead of ≈ 10 ms). Steady decode then runs at ≈ 278
+tok/s; the benchmark, which also pays the prefill of each burst, reports 248. It stands in for the
+usual candidates (stream-fence bubbles, a slow W4A16 MoE kernel at M ≈ 1 token per expert, CPU per
+iteration) without claiming which one it is. The TP runs do not carry it: the incident's TP8
+numbers leave no such residual. ``e_eff`` comes out at ≈ 119 rather than the 207 a fit of the seed
+numbers alone gives, for the same reason the PP steady rate sits above 248: the benchmark numbers
+include the prefill of every burst, so the decode steps themselves must be faster than the seed
+numbers.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ __all__ = [
     "truth_params",
 ]
 
-# KV pool sizes the startup block prints (§6.2): PP8 is bounded by the heaviest stage, TP8
+# KV pool sizes the startup block prints: PP8 is bounded by the heaviest stage, TP8
 # holds the MLA latent of all 61 layers on every GPU.
 MAX_TOTAL_NUM_TOKENS = {"pp": 327680, "tp": 139827}
 
@@ -92,7 +93,7 @@ class PenalizedModel(ModelSpec):
 class Truth:
     """The calibrated numbers of the synthetic machine (see the module docstring)."""
 
-    e_eff: float  # routing skew: effective expert count (§5.1)
+    e_eff: float  # routing skew: effective expert count
     allreduce_s: float  # α_AR of one TP all-reduce
     hop_s: float  # one PP hop: p2p latency + gloo + per-stage CPU
     expert_penalty: float  # the injected PP overhead, extra cost per expert beyond top-k
