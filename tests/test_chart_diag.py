@@ -10,7 +10,7 @@ import altair as alt
 import polars as pl
 
 from toolkit.analyze.config import config_diff
-from toolkit.analyze.stages import stage_gpu_series
+from toolkit.analyze.timeline import stage_gpu_series
 from toolkit.chart.config import config_diff_chart
 from toolkit.chart.cudagraph import graph_coverage_chart
 from toolkit.chart.occupancy import occupancy_chart

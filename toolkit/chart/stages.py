@@ -27,7 +27,7 @@ def _lane(df: pl.DataFrame) -> pl.Expr:
 def stage_timeline_chart(
     timeline: pl.DataFrame, gpu: pl.DataFrame | None = None
 ) -> alt.VConcatChart | alt.Chart:
-    """Swimlanes per stage (``stages.stage_timeline``), with ``stages.stage_gpu_series``
+    """Swimlanes per stage (``stages.stage_timeline``), with ``timeline.stage_gpu_series``
     below as a heat strip per stage when given.
 
     Parameters

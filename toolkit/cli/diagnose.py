@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.analyze.config import DERIVED_KEYS, config_diff, derived_settings
-from toolkit.analyze.stages import stage_gpu_series
+from toolkit.analyze.timeline import stage_gpu_series
 from toolkit.diagnose import Finding, RunAnalysis, diagnose
 from toolkit.errors import ToolkitError
 from toolkit.export.perfetto import chrome_trace, write_chrome_trace
