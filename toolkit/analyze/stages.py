@@ -2,8 +2,7 @@
 
 Every PP stage runs the same scheduler on the same request stream and counts its decode
 micro-batches the same way, so all stages print their n-th ``Decode batch`` line for the
-*same* micro-batch, with the same ``#running-req`` and ``#token``: each rank runs the same
-scheduler logic on the same request stream, so they build the same micro-batches in order.
+*same* micro-batch, with the same ``#running-req`` and ``#token``.
 Lock-step lines are therefore the baseline; the fault is a **desync**: stages that disagree at
 the same log ordinal (a correctness bug, cf. sgl-project/sglang#28424).
 
