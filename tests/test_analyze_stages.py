@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolkit.analyze.stages import (
-    GPU_SERIES,
     PHASE_BUSY,
     STAGE_BUSY,
     STAGE_CADENCE,
@@ -23,9 +22,9 @@ from toolkit.analyze.stages import (
     stage_busy,
     stage_cadence,
     stage_desync,
-    stage_gpu_series,
     stage_timeline,
 )
+from toolkit.analyze.timeline import GPU_SERIES, stage_gpu_series
 from toolkit.load.sglang.log import load_sglang_log
 
 DATA = Path(__file__).parent / "data"

@@ -11,13 +11,12 @@ import pytest
 from toolkit.analyze.gpu import (
     GLOSSARY,
     align,
-    busy_metric,
     busy_share,
-    decoding_windows,
     downsample,
     oscillation,
     stage_comparison,
 )
+from toolkit.analyze.series import busy_metric, decoding_windows
 from toolkit.load.gpu.trace import gpu_roles, load_gpu_trace
 
 DATA = Path(__file__).parent / "data" / "gpu"

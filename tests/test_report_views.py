@@ -124,12 +124,6 @@ def test_downsampled_to_max_points(runs: views.RunSet, max_points: int) -> None:
         assert len(rows) <= max_points
 
 
-def test_downsample_keeps_means() -> None:
-    frame = pl.DataFrame({"t": list(range(0, 600_000, 100)), "k": ["a"] * 6000, "v": [1.0] * 6000})
-    out, width = views.downsample(frame, ["k"], ["v"], 100)
-    assert out.height <= 100 and width >= 6000 and out["v"].to_list() == [1.0] * out.height
-
-
 def test_gpu_metrics_labels_gpus_by_stage(runs: views.RunSet) -> None:
     view = views.gpu_metrics(runs, metric="power_w")
     spec = _spec(view.chart)

@@ -5,7 +5,7 @@ the next captured size unless ``disable_cuda_graph_padding``); otherwise it runs
 a kernel launch per op. The decode line's ``cuda graph: True/False`` is the flag for that
 micro-batch (≥0.4.6). Under PP the batch that must fit is one *slot* (``#running-req``), and
 ``cuda_graph_max_bs`` depends on ``tp_size``, not ``pp_size``, so PP8×TP1 captures half of
-TP8's range (log-format notes §2.1).
+TP8's range.
 
 Decode lines are every 40th micro-batch step, a uniform sample, so the share of eager lines
 estimates the share of eager steps.
@@ -48,7 +48,8 @@ def cuda_graph_coverage(
     Parameters
     ----------
     batches
-        ``SGLangLog.batches`` of one launch (one reference stage is read, §1.4).
+        ``SGLangLog.batches`` of one launch (one reference stage is read: under PP
+        every stage prints the same micro-batches).
     captured
         Captured decode batch sizes (``config.captured_sizes``); ``[]`` when graphs are off,
         None when unknown.

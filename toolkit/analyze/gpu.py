@@ -1,12 +1,10 @@
 """GPU telemetry analyses: chart-sized series, busy/idle shares, oscillation, stage balance.
 
-What "busy" means here matters. ``util_pct`` (nvidia-smi ``utilization.gpu``, dmon ``sm``,
-DCGM ``GPU_UTIL``) is the share of time *a kernel was running*. Under pipeline parallelism a
-stage waiting for its peer sits in a NCCL receive kernel, which counts as running, so a stage
-in a bubble can still read ~100 %. When a trace has DCGM's ``sm_active`` (share of cycles an
-SM had work) it is used instead, scaled to percent; read ``power_w`` and ``sm_clock_mhz``
-next to either. The sampling window is 1/6–1 s, so millisecond bubbles average out: these
-functions measure steady-state shares, not bubble timing.
+The busy measure is ``toolkit.analyze.series.busy_pct``: DCGM's ``sm_active`` (as %) when the
+trace has it, else ``util_pct``, which counts a NCCL kernel waiting for its pipeline peer as
+running; read ``power_w`` and ``sm_clock_mhz`` next to either. The sampling window is 1/6–1 s,
+so millisecond bubbles average out: these functions measure steady-state shares, not bubble
+timing.
 
 All functions are pure: frames and keyword options in, a new frame (or dict) out.
 """
@@ -18,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.analyze import series
 from toolkit.schema.gpu import METRICS
 
 GLOSSARY: dict[str, str] = {
@@ -45,25 +44,6 @@ DOWNSAMPLED = pl.Schema(
 )
 
 
-def busy_metric(samples: pl.DataFrame) -> str:
-    """``sm_active`` when the trace has values for it, else ``util_pct``."""
-    if (
-        "sm_active" in samples.columns
-        and samples.get_column("sm_active").null_count() < samples.height
-    ):
-        return "sm_active"
-    return "util_pct"
-
-
-def _busy_pct(samples: pl.DataFrame, metric: str | None) -> tuple[str, pl.Expr]:
-    metric = metric or busy_metric(samples)
-    value = pl.col(metric).cast(pl.Float64)
-    # DCGM profiling ratios are 0–1; shown as percent next to util_pct.
-    if metric in ("sm_active", "gr_engine_active", "tensor_active", "dram_active", "sm_occupancy"):
-        value = value * 100.0
-    return metric, value
-
-
 def _keys(samples: pl.DataFrame) -> list[str]:
     """GPU identity: the index, plus host and MIG instance where a trace has them."""
     keys = ["gpu"]
@@ -80,15 +60,15 @@ def downsample(
 ) -> pl.DataFrame:
     """Min, mean and max of each metric per GPU per time bucket, in long form for charts.
 
-    Buckets are fixed (``ts`` truncated to ``every``) and grouped without sorting the input;
-    only the small result is sorted.
+    Buckets are fixed (``series.bucket_start``: ``ts`` truncated to ``every`` on the epoch's
+    grid) and grouped without sorting the input; only the small result is sorted.
 
     Parameters
     ----------
     samples
         ``GpuTrace.samples`` (needs ``ts`` and ``gpu``).
     every
-        Bucket width as a polars duration (``"1s"``, ``"10s"``, ``"1m"``).
+        Bucket width (``"1s"``, ``"10s"``, ``"1m"``, ``"500ms"``; ``series.duration_ms``).
     metrics
         Columns to keep; default: every numeric metric with at least one value.
 
@@ -111,7 +91,7 @@ def downsample(
     keys = _keys(samples)
     if not metrics or not samples.height:
         return pl.DataFrame(schema={**DOWNSAMPLED})
-    bucket = pl.col("ts").dt.truncate(every).alias("ts")
+    bucket = series.bucket_start("ts", series.duration_ms(every), samples.schema["ts"])
     aggs = [pl.len().alias("samples")]
     for i, m in enumerate(metrics):
         aggs += [
@@ -153,10 +133,10 @@ def busy_share(
 ) -> pl.DataFrame:
     """Per GPU: mean busy %, and the share of samples busy (≥ ``busy_pct``) and idle.
 
-    The busy measure is ``sm_active`` (as %) when present, else ``util_pct`` — see the
-    module docstring for why ``util_pct`` over-reads under pipeline parallelism.
+    The busy measure is ``series.busy_pct``: ``sm_active`` (as %) when present, else
+    ``util_pct``, which over-reads under pipeline parallelism.
     """
-    metric, value = _busy_pct(samples, metric)
+    value, metric = series.busy_pct(samples, metric)
     keys = _keys(samples)
     return (
         samples.lazy()
@@ -175,25 +155,6 @@ def busy_share(
     )
 
 
-def decoding_windows(batches: pl.DataFrame, *, max_gap_s: float = 10.0) -> pl.DataFrame:
-    """Stretches of time in which the server printed ``Decode batch`` lines without a pause
-    longer than ``max_gap_s``: ``start``, ``end``, ``lines``."""
-    decode = batches.lazy().filter((pl.col("kind") == "decode") & pl.col("ts").is_not_null())
-    ts = decode.select(pl.col("ts").cast(pl.Datetime("ms"))).sort("ts").collect()
-    if not ts.height:
-        return pl.DataFrame(
-            schema={"start": pl.Datetime("ms"), "end": pl.Datetime("ms"), "lines": pl.UInt32}
-        )
-    gap = pl.col("ts").diff().dt.total_milliseconds() > max_gap_s * 1000
-    return (
-        ts.with_columns(window=gap.fill_null(False).cum_sum())
-        .group_by("window")
-        .agg(start=pl.col("ts").min(), end=pl.col("ts").max(), lines=pl.len())
-        .sort("start")
-        .drop("window")
-    )
-
-
 def oscillation(
     samples: pl.DataFrame,
     batches: pl.DataFrame,
@@ -208,16 +169,15 @@ def oscillation(
     waiting for its neighbours part of the time: the pipeline bubble as a monitor sees it.
     Samples outside decoding windows (idle server, startup) are left out.
     """
-    metric, value = _busy_pct(samples, metric)
+    value, metric = series.busy_pct(samples, metric)
     keys = _keys(samples)
-    windows = decoding_windows(batches, max_gap_s=max_gap_s)
+    windows = series.decoding_windows(batches, max_gap_s=max_gap_s)
     base = samples.select(pl.col("ts").cast(pl.Datetime("ms")), *keys, v=value).filter(
         pl.col("ts").is_not_null() & pl.col("v").is_not_null()
     )
     if not windows.height or not base.height:
         return pl.DataFrame(schema=_osc_schema(samples, keys))
-    tagged = base.sort("ts").join_asof(windows.sort("start"), left_on="ts", right_on="start")
-    inside = tagged.filter(pl.col("end").is_not_null() & (pl.col("ts") <= pl.col("end")))
+    inside = series.in_windows(base, windows)
     return (
         inside.group_by(keys)
         .agg(

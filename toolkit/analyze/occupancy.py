@@ -2,7 +2,7 @@
 
 Under pipeline parallelism ``#running-req`` in a decode line is the size of **one** micro-batch
 slot (the one that hit the 40-step log boundary), not the scheduler's total, while ``#token``
-counts the KV tokens of *all* slots (scheduler notes §1.4). So
+counts the KV tokens of *all* slots (the KV pool is one pool per stage, shared by all slots). So
 
     running ≈ #token / mean context,   active slots ≈ running / #running-req
 
@@ -327,8 +327,9 @@ def occupancy_summary(
 
     Steady lines are those at ≥ 80 % of the phase's peak running estimate, which leaves out the
     ramp after the burst and the drain at the end. The replay admits ``offered`` requests (else
-    the running estimate) of the phase's lengths into the launch's slots (§1.2): when it fills
-    the same number of slots as the logs imply, the slot estimate is confirmed.
+    the running estimate) of the phase's lengths into the launch's slots, front-first slot by
+    slot: when it fills the same number of slots as the logs imply, the slot estimate is
+    confirmed.
     """
     if not occupancy.height:
         return pl.DataFrame(schema=OCCUPANCY_PHASES)

@@ -2,13 +2,13 @@
 
 Every PP stage runs the same scheduler on the same request stream and counts its decode
 micro-batches the same way, so all stages print their n-th ``Decode batch`` line for the
-*same* micro-batch, with the same ``#running-req`` and ``#token`` (scheduler notes §1.4).
+*same* micro-batch, with the same ``#running-req`` and ``#token``.
 Lock-step lines are therefore the baseline; the fault is a **desync**: stages that disagree at
 the same log ordinal (a correctness bug, cf. sgl-project/sglang#28424).
 
 A decode line closes a window of ``decode_log_interval`` (40) micro-batch decode steps on its
 rank, so the interval between a rank's lines gives the step cadence, and
-``T_round = step × active slots`` (§3, "timings you can derive").
+``T_round = step × active slots`` (each active slot takes one step per round).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.analyze.series import busy_pct, decoding_windows, in_windows
 from toolkit.schema import Column, schema_of
 
 __all__ = [
-    "GPU_SERIES",
     "PHASE_BUSY",
     "STAGE_BUSY",
     "STAGE_CADENCE",
@@ -33,7 +33,6 @@ __all__ = [
     "stage_busy",
     "stage_cadence",
     "stage_desync",
-    "stage_gpu_series",
     "stage_timeline",
 ]
 
@@ -304,7 +303,7 @@ def desync_share(desync: pl.DataFrame, kind: str | None = "decode") -> float:
 def reference_lines(batches: pl.DataFrame, kind: str | None = None) -> pl.DataFrame:
     """The lines of one reference stage: the lowest (dp, pp, tp) that printed batch lines.
 
-    Under PP every stage prints the same micro-batches (§1.4), so one stage's lines describe
+    Under PP every stage prints the same micro-batches, so one stage's lines describe
     the scheduler; counting all of them would count each micro-batch ``pp_size`` times.
     """
     df = batches.filter(pl.col("kind").is_in(["decode", "prefill"]) & pl.col("ts").is_not_null())
@@ -400,7 +399,7 @@ def _trace_busy(
     max_gap_s: float,
 ) -> pl.DataFrame | None:
     """Mean busy % per stage over the trace samples that fall inside decoding windows."""
-    windows = _decoding_windows(batches, max_gap_s).with_columns(phase=pl.lit(0, _I))
+    windows = decoding_windows(batches, max_gap_s=max_gap_s).with_columns(phase=pl.lit(0, _I))
     out = _busy_in(samples, roles, windows)
     return None if out is None else out.drop("phase")
 
@@ -411,21 +410,13 @@ def _busy_in(
     """Per window ``phase`` and stage: mean busy %, share under 50 %, GPUs, the metric."""
     if roles is None or not roles.height or "ts" not in samples.columns or not windows.height:
         return None
-    metric = "util_pct"
-    if "sm_active" in samples.columns and samples["sm_active"].null_count() < samples.height:
-        metric = "sm_active"
-    value = pl.col(metric).cast(_F) * (100.0 if metric == "sm_active" else 1.0)
+    value, metric = busy_pct(samples)
     points = samples.select(pl.col("ts").cast(_T), pl.col("gpu").cast(pl.Int32), v=value).filter(
         pl.col("ts").is_not_null() & pl.col("v").is_not_null()
     )
     if not points.height:
         return None
-    spans = windows.select(pl.col("start").cast(_T), pl.col("end").cast(_T), "phase").sort("start")
-    inside = (
-        points.sort("ts")
-        .join_asof(spans, left_on="ts", right_on="start")
-        .filter(pl.col("end").is_not_null() & (pl.col("ts") <= pl.col("end")))
-    )
+    inside = in_windows(points, windows.select("start", "end", "phase"))
     if not inside.height:
         return None
     stage_of = roles.select(pl.col("gpu").cast(pl.Int32), pl.col("pp").cast(_I))
@@ -462,80 +453,3 @@ def phase_busy(
     if out is None:
         return pl.DataFrame(schema=PHASE_BUSY)
     return out.select(PHASE_BUSY.names()).cast(dict(PHASE_BUSY))
-
-
-GPU_SERIES_COLUMNS: tuple[Column, ...] = (
-    Column("ts", _T, "start of the time bucket"),
-    Column("gpu", pl.Int32(), "GPU index"),
-    Column("pp", _I, "pipeline stage of the GPU; null when roles are unknown"),
-    Column("busy_pct", _F, "mean busy % in the bucket (sm_active as %, else util_pct)"),
-)
-GPU_SERIES = schema_of(GPU_SERIES_COLUMNS)
-
-
-def stage_gpu_series(
-    samples: pl.DataFrame,
-    roles: pl.DataFrame | None = None,
-    *,
-    every: str = "1s",
-    max_points: int = 20_000,
-) -> pl.DataFrame:
-    """GPU busy % per GPU per time bucket, with each GPU's stage (schema ``GPU_SERIES``).
-
-    The bucket widens (doubling from ``every``) until the series has at most ``max_points``
-    rows, so a day-long 100 ms trace still charts.
-    """
-    if "ts" not in samples.columns or not samples.height:
-        return pl.DataFrame(schema=GPU_SERIES)
-    metric = "util_pct"
-    if "sm_active" in samples.columns and samples["sm_active"].null_count() < samples.height:
-        metric = "sm_active"
-    value = pl.col(metric).cast(_F) * (100.0 if metric == "sm_active" else 1.0)
-    points = samples.select(pl.col("ts").cast(_T), pl.col("gpu").cast(pl.Int32), v=value).filter(
-        pl.col("ts").is_not_null() & pl.col("v").is_not_null()
-    )
-    span = points.select((pl.col("ts").max() - pl.col("ts").min()).dt.total_milliseconds()).item()
-    gpus = points["gpu"].n_unique()
-    step = _ms(every)
-    while span is not None and gpus * (span // step + 1) > max_points:
-        step *= 2
-    width = f"{step}ms"
-    out = (
-        points.group_by(pl.col("ts").dt.truncate(width), "gpu")
-        .agg(busy_pct=pl.col("v").mean())
-        .sort("gpu", "ts")
-    )
-    if roles is not None and roles.height:
-        stage_of = roles.select(pl.col("gpu").cast(pl.Int32), pl.col("pp").cast(_I))
-        out = out.join(stage_of, on="gpu", how="left")
-    else:
-        out = out.with_columns(pp=pl.lit(None, _I))
-    return out.select(GPU_SERIES.names()).cast(dict(GPU_SERIES))
-
-
-def _ms(every: str) -> int:
-    """``"1s"``, ``"500ms"``, ``"2m"`` → milliseconds."""
-    text = every.strip().lower()
-    for unit, factor in (("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000)):
-        if text.endswith(unit) and text[: -len(unit)].replace(".", "", 1).isdigit():
-            return max(1, round(float(text[: -len(unit)]) * factor))
-    raise ValueError(f"stage_gpu_series: bucket width must look like 1s or 500ms, not {every!r}")
-
-
-def _decoding_windows(batches: pl.DataFrame, max_gap_s: float) -> pl.DataFrame:
-    """Stretches with decode lines no further apart than ``max_gap_s``: ``start``, ``end``."""
-    ts = (
-        batches.filter((pl.col("kind") == "decode") & pl.col("ts").is_not_null())
-        .select(pl.col("ts").cast(_T))
-        .sort("ts")
-    )
-    if not ts.height:
-        return pl.DataFrame(schema={"start": _T, "end": _T})
-    gap = (pl.col("ts").diff().dt.total_milliseconds() > max_gap_s * 1000).fill_null(False)
-    return (
-        ts.with_columns(window=gap.cum_sum())
-        .group_by("window")
-        .agg(start=pl.col("ts").min(), end=pl.col("ts").max())
-        .sort("start")
-        .select("start", "end")
-    )

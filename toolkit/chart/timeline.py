@@ -17,17 +17,25 @@ from toolkit.chart.theme import MUTED, WIDTH
 __all__ = ["stage_strips_chart"]
 
 
+_BUSY_NAMES = {"sm_active": "GPU SM active, %", "util_pct": "GPU utilization, %"}
+"""The GPU busy series ``stage_frame`` may carry (whichever metric the trace had) and their
+legend titles."""
+_BUSY_MEASURE = {"sm_active": "SM active", "util_pct": "utilization"}
+
+
 def stage_strips_chart(
     long: pl.DataFrame, bucket_ms: int, *, run: str, stages: Sequence[str] | None = None
 ) -> alt.VConcatChart:
     """Per-stage activity over time: throughput overview with a brush, then one heat strip per
-    series (requests per micro-batch on each stage, GPU utilization of each stage).
+    series (requests per micro-batch on each stage, GPU busy of each stage: SM active when the
+    trace has it, else utilization).
 
     Parameters
     ----------
     long
-        Columns ``t`` (epoch ms, bucket start), ``stage``, ``series`` and ``value``. Series
-        ``gen_tok_s`` feeds the overview; ``running_req`` and ``util_pct`` the strips.
+        Columns ``t`` (epoch ms, bucket start), ``stage``, ``series`` and ``value``
+        (``analyze.timeline.stage_frame``). Series ``gen_tok_s`` feeds the overview;
+        ``running_req`` and the GPU busy metric (``sm_active`` or ``util_pct``) the strips.
     bucket_ms
         Bucket width, so each cell spans its bucket.
     run
@@ -50,9 +58,10 @@ def stage_strips_chart(
         .properties(height=90, width=WIDTH, title="Drag on this strip to zoom the stages below")
     )
     strips = []
-    names = {"running_req": "requests in the micro-batch", "util_pct": "GPU utilization, %"}
+    names = {"running_req": "requests in the micro-batch", **_BUSY_NAMES}
     present = set(long["series"].unique().to_list())
-    for series, scheme in (("running_req", "blues"), ("util_pct", "oranges")):
+    strip_series = [("running_req", "blues"), *((m, "oranges") for m in _BUSY_NAMES)]
+    for series, scheme in strip_series:
         if series not in present:
             continue
         strips.append(
@@ -85,12 +94,13 @@ def stage_strips_chart(
 
 
 def _timeline_title(long: pl.DataFrame, run: str) -> alt.TitleParams:
-    util = long.filter(pl.col("series") == "util_pct")
-    if util.height:
-        per = util.group_by("stage").agg(pl.col("value").mean()).sort("value")
+    busy = long.filter(pl.col("series").is_in(list(_BUSY_NAMES)))
+    if busy.height:
+        measure = _BUSY_MEASURE[busy["series"][0]]
+        per = busy.group_by("stage").agg(pl.col("value").mean()).sort("value")
         lo, hi = per.row(0, named=True), per.row(-1, named=True)
         text = (
-            f"{run}: {hi['stage']} is the busiest GPU ({hi['value']:.0f} % mean utilization), "
+            f"{run}: {hi['stage']} is the busiest GPU ({hi['value']:.0f} % mean {measure}), "
             f"{lo['stage']} the idlest ({lo['value']:.0f} %)"
         )
     else:

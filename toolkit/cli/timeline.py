@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from toolkit.analyze.stages import stage_gpu_series
+from toolkit.analyze.timeline import stage_gpu_series
 from toolkit.cli.options import add_output, add_quiet, add_run_dirs
 from toolkit.cli.runs import load_analyses
 from toolkit.errors import ToolkitError

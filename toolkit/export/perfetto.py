@@ -40,7 +40,7 @@ def chrome_trace(
         ``toolkit.analyze.stages.stage_timeline`` of one launch.
     gpu
         Optional GPU busy series: ``ts``, ``gpu``, ``pp`` (may be null) and ``busy_pct``
-        (``stages.stage_gpu_series``), one counter track per GPU.
+        (``timeline.stage_gpu_series``), one counter track per GPU.
     label
         Run label, used in the process names.
     log_interval

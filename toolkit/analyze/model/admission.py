@@ -1,4 +1,4 @@
-"""Admission replay (§1.2): which micro-batch slot each request joins, and how full each gets."""
+"""Admission replay: which micro-batch slot each request joins, and how full each gets."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from toolkit.analyze.model.spec import (
 )
 from toolkit.errors import ToolkitError
 
-# ── admission (§1.2) ──────────────────────────────────────────────────────────────────────────
+# ── admission ─────────────────────────────────────────────────────────────────────────────────────
 
 
 @dataclass(eq=False)
@@ -37,7 +37,7 @@ class Request:
 
     @property
     def reserve(self) -> int:
-        """KV tokens admission charges up front: prompt + clipped output (§1.2)."""
+        """KV tokens admission charges up front: prompt + clipped output."""
         return self.input_len + min(self.output_len, CLIP_MAX_NEW_TOKENS)
 
 
@@ -64,11 +64,12 @@ class Batch:
 
 
 class SlotScheduler:
-    """``get_next_batch_to_run`` for one slot's turn, shared by every stage (§1.1, §1.2).
+    """``get_next_batch_to_run`` for one slot's turn, shared by every stage.
 
     State: the shared waiting queue, the single ``chunked_req``, per-slot running requests (slot
     affinity) and per-slot prefilled requests waiting to be merged on the slot's next turn.
-    Simplifications: no retraction, no prefix cache, no mixed chunk; KV charged as §1.2 says.
+    Simplifications: no retraction, no prefix cache, no mixed chunk; KV charged as SGLang's
+    ``PrefillAdder`` does.
     """
 
     def __init__(self, layout: Layout, model: ModelSpec) -> None:
@@ -110,7 +111,7 @@ class SlotScheduler:
             self.pending[slot] = []
         batch = self._prefill(slot, now)
         if batch is not None:
-            return batch  # a slot with a prefill skips its decode this turn (§1.2)
+            return batch  # a slot with a prefill skips its decode this turn
         running = self.running[slot]
         if not running:
             return None
@@ -148,7 +149,7 @@ class SlotScheduler:
         tokens: list[int] = []
         done: list[bool] = []
         if self.chunked is not None:
-            # A chunked request is always continued: it already holds a row and KV (§1.2).
+            # A chunked request is always continued: it already holds a row and KV.
             req = self.chunked
             take = min(req.input_len - req.prefilled, chunk)
             reqs.append(req)
@@ -203,7 +204,7 @@ class SlotScheduler:
 
 
 def admission(layout: Layout, workload: Workload, model: ModelSpec = KIMI_K2) -> tuple[int, ...]:
-    """Replay §1.2's admission of a burst of ``concurrency`` requests; return slot occupancy.
+    """Replay SGLang's PP admission of a burst of ``concurrency`` requests; return slot occupancy.
 
     Slot turns go 0, 1, 2, …; each takes requests front-first until the chunk budget, the
     per-slot cap, the request rows or the KV pool stop it. Nothing rebalances later, so with

@@ -1,7 +1,6 @@
 """A discrete-event simulation of SGLang's ``event_loop_pp``, one process per PP rank.
 
-Each rank runs the loop of §1.1 of the scheduler notes, iteration by iteration, with its
-blocking points:
+Each rank runs SGLang's PP loop, iteration by iteration, with its blocking points:
 
 1. ranks > 0 block until the previous rank passes on this iteration's request list (gloo);
 2. the slot's turn: merge, admit (``SlotScheduler``, the same on every rank), else decode;
@@ -15,40 +14,41 @@ blocking points:
    ``overhead_s`` processing them (on rank 0 this is where requests finish and new ones arrive);
 7. ranks below the last send the proxy metadata of slot i.
 
-``relay_coupling=True`` adds the stream fence the notes infer (§3, §5.2): with ``d > 0`` and PP
-communication on the scheduler stream, slot i's forward also waits for the receive of slot
-i+1's tokens that was posted before it. Without it the closed form of ``toolkit.analyze.model``
-and this simulation agree on steady decode (tests).
+``relay_coupling=True`` adds a stream fence that is inferred, not read in SGLang's code: with
+``d > 0`` and PP communication on the scheduler stream, slot i's forward also waits for the
+receive of slot i+1's tokens that was posted before it, which can cost up to ``(n − 1)`` stage
+steps per round in an uneven or under-filled pipeline. Without it the closed form
+(``toolkit.analyze.model.predict``) and this simulation agree on steady decode (tests).
 
-The result keeps every event a synthetic-log generator needs: forwards per rank (which slot ran
-on which stage from when to when, prefill or decode, batch size, tokens, KV tokens), the batch
-decisions with their schedule and processing times per rank, and the requests' lifecycle.
+The result (``sim_result``) keeps every event a synthetic-log generator needs: forwards per
+rank, the batch decisions with their schedule and processing times per rank, and the requests'
+lifecycle.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import math
 import random
 from collections.abc import Generator
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.model import (
-    INCIDENT,
-    Batch,
-    Layout,
-    Params,
-    Request,
-    SlotScheduler,
-    StageClock,
-    Workload,
+from toolkit.analyze.model.admission import Batch, Request, SlotScheduler
+from toolkit.analyze.model.sim_result import (
+    SIM_BATCHES,
+    SIM_FORWARDS,
+    SIM_REQUESTS,
+    SIM_UTILIZATION,
+    SimSummary,
+    Simulation,
+    batch_table,
+    nan_none,
+    steady_summary,
 )
+from toolkit.analyze.model.spec import INCIDENT, Layout, Params, StageClock, Workload
 from toolkit.errors import ToolkitError
-from toolkit.schema import Column, schema_of
 
 __all__ = [
     "SIM_BATCHES",
@@ -60,112 +60,7 @@ __all__ = [
     "simulate",
 ]
 
-_I, _F, _S, _B = pl.Int64(), pl.Float64(), pl.String(), pl.Boolean()
-
-FORWARD_COLUMNS: tuple[Column, ...] = (
-    Column("pp_rank", _I, "PP stage; its GPUs are pp_rank·tp … pp_rank·tp + tp − 1"),
-    Column("iteration", _I, "loop iteration (the same numbering on every rank)"),
-    Column("slot", _I, "micro-batch slot, iteration mod pp_loop_size"),
-    Column("round", _I, "iteration // pp_loop_size"),
-    Column("kind", _S, "prefill or decode"),
-    Column("start_s", _F, "forward start on the rank's GPU stream, s"),
-    Column("end_s", _F, "forward end, s"),
-    Column("batch_size", _I, "requests in the micro-batch"),
-    Column("new_tokens", _I, "tokens computed: prompt chunk tokens, or one per request"),
-    Column("kv_tokens", _I, "KV tokens in use on every stage after this batch's allocation"),
-)
-BATCH_COLUMNS: tuple[Column, ...] = (
-    Column("pp_rank", _I, "PP stage whose scheduler handled the batch"),
-    Column("iteration", _I, "loop iteration"),
-    Column("slot", _I, "micro-batch slot"),
-    Column("kind", _S, "prefill or decode"),
-    Column("scheduled_s", _F, "this rank formed the batch (get_next_batch_to_run), s"),
-    Column(
-        "processed_s",
-        _F,
-        "this rank processed its tokens (process_batch_result), s; null = not yet",
-    ),
-    Column("batch_size", _I, "requests in the batch (decode log `#running-req`)"),
-    Column("new_seq", _I, "prefill: requests in the chunk list (`#new-seq`)"),
-    Column("new_tokens", _I, "prefill: prompt tokens (`#new-token`); decode: batch size"),
-    Column("running_req", _I, "requests already in the slot when formed (prefill `#running-req`)"),
-    Column("queue_req", _I, "waiting requests after admission (`#queue-req`)"),
-    Column("kv_tokens", _I, "KV tokens in use after allocation (`#token`)"),
-)
-REQUEST_COLUMNS: tuple[Column, ...] = (
-    Column("request", _I, "0-based request number, in arrival order"),
-    Column("slot", _I, "slot the request is bound to; −1 = never admitted"),
-    Column("input_len", _I, "prompt tokens"),
-    Column("output_len", _I, "tokens to generate"),
-    Column("generated", _I, "tokens generated by the end of the simulation"),
-    Column("arrival_s", _F, "request reached rank 0, s"),
-    Column("admitted_s", _F, "first prefill chunk scheduled, s"),
-    Column("first_token_s", _F, "first token processed on rank 0, s"),
-    Column("finished_s", _F, "last token processed on rank 0, s; null = still running"),
-)
-UTILIZATION_COLUMNS: tuple[Column, ...] = (
-    Column("gpu", _I, "GPU index, pp_rank·tp + tp_rank"),
-    Column("t_s", _F, "start of the sampling window, s"),
-    Column("util_pct", _F, "share of the window a forward ran, % (what nvidia-smi would show)"),
-)
-SIM_FORWARDS = schema_of(FORWARD_COLUMNS)
-SIM_BATCHES = schema_of(BATCH_COLUMNS)
-SIM_REQUESTS = schema_of(REQUEST_COLUMNS)
-SIM_UTILIZATION = schema_of(UTILIZATION_COLUMNS)
-
-
-@dataclass(frozen=True)
-class SimSummary:
-    """Steady decode measured on rank 0 over whole rounds without prefill (NaN when none)."""
-
-    tok_s: float  # decode tokens per second in the window
-    round_s: float  # time between launches of the same slot = TPOT
-    active_slots: int  # slots that decoded in the window
-    stage_busy: tuple[float, ...]  # per PP stage: forward time / window
-    window_s: tuple[float, float]
-    output_tok_s: float  # all generated tokens / time of the last one (bench-style)
-
-    @property
-    def gpu_idle_share(self) -> float:
-        busy = self.stage_busy
-        return 1.0 - sum(busy) / len(busy) if busy else math.nan
-
-
-@dataclass(frozen=True)
-class Simulation:
-    """The event tables of one simulated run and its steady-state summary."""
-
-    layout: Layout
-    workload: Workload
-    params: Params
-    forwards: pl.DataFrame  # SIM_FORWARDS
-    batches: pl.DataFrame  # SIM_BATCHES
-    requests: pl.DataFrame  # SIM_REQUESTS
-    summary: SimSummary
-
-    def utilization(self, interval_s: float = 0.1) -> pl.DataFrame:
-        """Per-GPU busy share per sampling window (schema ``SIM_UTILIZATION``)."""
-        if interval_s <= 0:
-            raise ToolkitError(f"utilization: interval must be positive, got {interval_s}")
-        end = self.forwards["end_s"].max() if self.forwards.height else 0.0
-        bins = max(1, math.ceil((end or 0.0) / interval_s))
-        busy = [[0.0] * bins for _ in range(self.layout.pp)]
-        for rank, start, stop in self.forwards.select("pp_rank", "start_s", "end_s").iter_rows():
-            first, last = int(start // interval_s), min(int(stop // interval_s), bins - 1)
-            for i in range(first, last + 1):
-                lo, hi = max(start, i * interval_s), min(stop, (i + 1) * interval_s)
-                busy[rank][i] += max(0.0, hi - lo)
-        tp = self.layout.tp
-        rows = [
-            (rank * tp + t, i * interval_s, 100.0 * min(1.0, busy[rank][i] / interval_s))
-            for rank in range(self.layout.pp)
-            for t in range(tp)
-            for i in range(bins)
-        ]
-        return pl.DataFrame(rows, schema=SIM_UTILIZATION, orient="row")
-
-
-# ── a tiny process engine ─────────────────────────────────────────────────────────────────────
+# ── a tiny process engine ─────────────────────────────────────────────────────────────────────────
 
 # A process yields ("sleep", dt), ("until", t) or ("recv", key); a recv resumes with the payload
 # posted for that key, at max(now, the post's arrival time).
@@ -219,7 +114,7 @@ class _Engine:
             raise RuntimeError(f"simulation deadlock: waiting on {sorted(self._waiting)[:3]}")
 
 
-# ── the loop ──────────────────────────────────────────────────────────────────────────────────
+# ── the loop ──────────────────────────────────────────────────────────────────────────────────────
 
 
 class _Loop:
@@ -427,7 +322,7 @@ def simulate(
     jitter: float = 0.0,
     warmup_rounds: int = 2,
 ) -> Simulation:
-    """Simulate the PP loop (§1.1) for ``steps`` rank-0 iterations or ``duration_s`` seconds.
+    """Simulate the PP loop for ``steps`` rank-0 iterations or ``duration_s`` seconds.
 
     A burst of ``concurrency`` requests arrives at t = 0; each finished request is replaced at
     once (closed loop) until ``workload.num_requests`` have been sent. Deterministic for a seed.
@@ -439,7 +334,7 @@ def simulate(
         loop then drains so every launched batch is processed.
     relay_coupling
         Slot i's forward waits for the receive of slot i+1's tokens posted before it
-        (communication on the scheduler stream with ``d > 0``, §3, §5.2).
+        (communication on the scheduler stream with ``d > 0``; inferred).
     message_s, iteration_s
         CPU latency of one gloo message and CPU time of one loop iteration (both 0 in the
         closed form).
@@ -469,7 +364,7 @@ def simulate(
     forwards = pl.DataFrame(loop.forwards, schema=SIM_FORWARDS, orient="row").sort(
         "start_s", "pp_rank", "iteration"
     )
-    batches = _batch_table(loop)
+    batches = batch_table(loop.decisions, loop.scheduled, loop.processed, loop.p)
     requests = pl.DataFrame(
         [
             (
@@ -479,99 +374,21 @@ def simulate(
                 q.output_len,
                 q.generated,
                 q.arrival_s,
-                _nan_none(q.admitted_s),
-                _nan_none(q.first_token_s),
-                _nan_none(q.finished_s),
+                nan_none(q.admitted_s),
+                nan_none(q.first_token_s),
+                nan_none(q.finished_s),
             )
             for q in loop.requests
         ],
         schema=SIM_REQUESTS,
         orient="row",
     )
-    summary = _summary(loop, forwards, warmup_rounds)
-    return Simulation(layout, workload, params, forwards, batches, requests, summary)
-
-
-def _nan_none(x: float) -> float | None:
-    return None if math.isnan(x) else x
-
-
-def _batch_table(loop: _Loop) -> pl.DataFrame:
-    rows = []
-    for n, batch in enumerate(loop.decisions):
-        if batch is None:
-            continue
-        new_seq = batch.size if batch.kind == "prefill" else None
-        for r in range(loop.p):
-            if (r, n) not in loop.scheduled:
-                continue
-            rows.append(
-                (
-                    r,
-                    n,
-                    batch.slot,
-                    batch.kind,
-                    loop.scheduled[(r, n)],
-                    loop.processed.get((r, n)),
-                    batch.size,
-                    new_seq,
-                    batch.new_tokens,
-                    batch.running_before,
-                    batch.queue_after,
-                    batch.kv_after,
-                )
-            )
-    frame = pl.DataFrame(rows, schema=SIM_BATCHES, orient="row")
-    return frame.sort("scheduled_s", "pp_rank", "iteration")
-
-
-def _summary(loop: _Loop, forwards: pl.DataFrame, warmup_rounds: int) -> SimSummary:
-    """Steady decode over whole rounds of the longest prefill-free stretch, on rank 0."""
-    last_token = max(loop.generated_at, default=math.nan)
-    output_tok_s = len(loop.generated_at) / last_token if last_token > 0 else math.nan
-    nan = SimSummary(math.nan, math.nan, 0, (), (math.nan, math.nan), output_tok_s)
-    # the longest run of iterations without a prefill decision
-    best, start = (0, 0), 0
-    for n, batch in enumerate([*loop.decisions, Batch("prefill", 0, [], [], [], 0, 0, 0)]):
-        if batch is not None and batch.kind == "prefill":
-            if n - start > best[1] - best[0]:
-                best = (start, n)
-            start = n + 1
-    # Uneven slots lock into a common period only slowly (shorter trips run ahead until they
-    # queue behind longer ones), so measure the later half of the stretch, after the warm-up.
-    lo, hi = best[0] + max(warmup_rounds * loop.L, (best[1] - best[0]) // 2), best[1]
-    rank0 = forwards.filter(
-        (pl.col("pp_rank") == 0)
-        & (pl.col("kind") == "decode")
-        & pl.col("iteration").is_between(lo, hi - 1)
-    ).sort("iteration")
-    if rank0.height == 0:
-        return nan
-    first = rank0.row(0, named=True)
-    same = rank0.filter(pl.col("slot") == first["slot"])
-    if same.height < 2:
-        return nan
-    t0, t1 = first["start_s"], same["start_s"][-1]
-    rounds = same.height - 1
-    window = rank0.filter(pl.col("start_s").is_between(t0, t1, closed="left"))
-    tokens = int(window["batch_size"].sum())
-    busy = []
-    for r in range(loop.p):
-        mine = forwards.filter(pl.col("pp_rank") == r)
-        overlap = (
-            mine.select(
-                (pl.min_horizontal("end_s", pl.lit(t1)) - pl.max_horizontal("start_s", pl.lit(t0)))
-                .clip(lower_bound=0.0)
-                .sum()
-            ).item()
-            or 0.0
-        )
-        busy.append(overlap / (t1 - t0))
-    return SimSummary(
-        tokens / (t1 - t0),
-        (t1 - t0) / rounds,
-        window["slot"].n_unique(),
-        tuple(busy),
-        (t0, t1),
-        output_tok_s,
+    summary = steady_summary(
+        loop.decisions,
+        loop.generated_at,
+        forwards,
+        loop_size=loop.L,
+        stages=loop.p,
+        warmup_rounds=warmup_rounds,
     )
+    return Simulation(layout, workload, params, forwards, batches, requests, summary)

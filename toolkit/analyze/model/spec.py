@@ -1,6 +1,6 @@
 """The serving model's inputs: model and hardware specs, layouts, workloads, stage times.
 
-See ``toolkit.analyze.model`` for what the numbers mean (§ refer to the PP scheduler notes).
+See ``toolkit.analyze.model`` for what the numbers mean.
 """
 
 from __future__ import annotations
@@ -12,21 +12,21 @@ from dataclasses import dataclass
 from toolkit.errors import ToolkitError
 
 CLIP_MAX_NEW_TOKENS = 4096
-"""``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``: most output tokens admission reserves (§1.2)."""
+"""``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``: most output tokens admission reserves."""
 
 NEW_TOKEN_RATIO = 0.7
 """Share of a running request's remaining output admission reserves (SGLang's initial ratio)."""
 
 DEFAULT_CHUNKED_PREFILL = 8192
-"""``chunked_prefill_size`` default on 90–160 GB GPUs such as the RTX PRO 6000 (§1.2)."""
+"""SGLang's ``chunked_prefill_size`` default on 90–160 GB GPUs such as the RTX PRO 6000."""
 
 
-# ── inputs ────────────────────────────────────────────────────────────────────────────────────
+# ── inputs ────────────────────────────────────────────────────────────────────────────────────────
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What one decode step of the model reads (§5.1). Bytes are per whole model, not per GPU."""
+    """What one decode step of the model reads. Bytes are per whole model, not per GPU."""
 
     name: str
     layers: int
@@ -38,13 +38,13 @@ class ModelSpec:
     dense_ffn_bytes: float  # the FFN of one leading dense layer
     lm_head_bytes: float
     hidden_size: int
-    e_eff: float  # effective expert count; < E models routing skew (§5.1)
+    e_eff: float  # effective expert count; < E models routing skew
     active_params: float  # parameters one token touches, for prefill FLOPs
     context_len: int
     act_bytes: int = 2  # bytes per activation element (bf16)
 
     def distinct_experts(self, b: float) -> float:
-        """``D(b) = E_eff·(1 − (1 − k/E_eff)^b)``: distinct experts a batch touches (§5.1)."""
+        """``D(b) = E_eff·(1 − (1 − k/E_eff)^b)``: distinct experts a batch touches."""
         if b <= 0:
             return 0.0
         e = min(self.e_eff, float(self.experts))
@@ -88,7 +88,7 @@ class Params:
 
 @dataclass(frozen=True)
 class Layout:
-    """A server launch, by SGLang's flag names where it has one (§1.3, §3)."""
+    """A server launch, by SGLang's flag names where it has one."""
 
     tp: int = 1
     pp: int = 1
@@ -115,7 +115,7 @@ class Layout:
 
     @property
     def loop_size(self) -> int:
-        """Micro-batch slots: ``pp + depth`` under PP (§1.1); the normal loop has one."""
+        """Micro-batch slots: ``pp + depth`` under PP; the normal loop has one."""
         return self.pp + self.pp_async_batch_depth if self.pp > 1 else 1
 
     @property
@@ -126,7 +126,7 @@ class Layout:
         return "×".join(parts) or "1 GPU"
 
     def running_cap(self, context_len: int) -> int:
-        """Resolved ``max_running_requests`` (``resolve_max_num_reqs``, §1.3)."""
+        """Resolved ``max_running_requests`` (SGLang's ``resolve_max_num_reqs``)."""
         if self.max_running_requests is not None:
             return self.max_running_requests
         if self.max_total_num_tokens is None:
@@ -135,7 +135,8 @@ class Layout:
         return max(1, int(min(min(max(cap / context_len * 512, 2048), 4096), cap // 2)))
 
     def micro_batch_cap(self, context_len: int) -> int:
-        """Per-slot request cap: the flag, else ``max(max_running_requests // pp, 1)`` (§1.3)."""
+        """Per-slot request cap: the flag, else ``max(max_running_requests // pp, 1)``
+        (divided by ``pp``, not by the slot count)."""
         if self.pp_max_micro_batch_size is not None:
             return self.pp_max_micro_batch_size
         return max(self.running_cap(context_len) // self.pp, 1)
@@ -163,7 +164,7 @@ class Workload:
                 raise ToolkitError(f"workload: {name} must be in [0, 1), got {getattr(self, name)}")
 
 
-# ── presets (§5.1, §5.4) ──────────────────────────────────────────────────────────────────────
+# ── presets ───────────────────────────────────────────────────────────────────────────────────────
 
 KIMI_K2 = ModelSpec(
     name="Kimi-K2-class MoE (61 layers, 384 experts top-8, INT4 experts)",
@@ -176,7 +177,7 @@ KIMI_K2 = ModelSpec(
     dense_ffn_bytes=3 * 7168 * 18432 * 2,  # layer 0's dense FFN, bf16 ≈ 0.79 GB
     lm_head_bytes=163840 * 7168 * 2,  # ≈ 2.35 GB
     hidden_size=7168,
-    e_eff=207.0,  # routing skew that makes the TP8 fit need β ≈ 1.50 TB/s, not 1.93 (§5.4)
+    e_eff=207.0,  # routing skew that makes the TP8 fit need β ≈ 1.50 TB/s, not 1.93
     active_params=32.0e9,
     context_len=262144,
 )
@@ -184,8 +185,8 @@ KIMI_K2 = ModelSpec(
 INCIDENT_HARDWARE = Hardware(
     name="8x RTX PRO 6000 Blackwell (PCIe)",
     gpus=8,
-    hbm_bytes_s=1.504e12,  # 84 % of the 1.79 TB/s spec (§5.4)
-    hop_s=0.67e-3,  # H ≈ 7.4 ms at PP8 = 8 hops + the overhead (+0.5 ms dense FFN ≈ §5.4's 7.9)
+    hbm_bytes_s=1.504e12,  # 84 % of the 1.79 TB/s spec
+    hop_s=0.67e-3,  # H ≈ 7.4 ms at PP8 = 8 hops + the overhead (+0.5 ms dense FFN ≈ 7.9 fitted)
     allreduce_s=273e-6,  # C_TP ≈ 35.4 ms = 122 all-reduces × α + overhead
     overhead_s=2.0e-3,  # prior: one step's launch, sampling and result processing
     flops_s=2.0e14,
@@ -193,14 +194,14 @@ INCIDENT_HARDWARE = Hardware(
 )
 
 INCIDENT = Params(KIMI_K2, INCIDENT_HARDWARE)
-"""Kimi-K2-class model on the incident machine, calibrated as §5.4 does."""
+"""Kimi-K2-class model on the incident machine, calibrated on the incident's TP8 and PP8 points."""
 
 
-# ── stages and their step times ───────────────────────────────────────────────────────────────
+# ── stages and their step times ───────────────────────────────────────────────────────────────────
 
 
 def layer_partition(layers: int, pp: int, override: Sequence[int] | None = None) -> tuple[int, ...]:
-    """Layers per PP stage: ``layers // pp`` each, the remainder on the LAST stages (§3).
+    """Layers per PP stage: ``layers // pp`` each, the remainder on the LAST stages.
 
     ``override`` is ``SGLANG_PP_LAYER_PARTITION`` (one count per stage). Kimi K2 at PP8 gives
     ``7,7,7,8,8,8,8,8``.
@@ -227,7 +228,7 @@ class _Stage:
 
 
 class StageClock:
-    """Step times of one layout's stages under one set of parameters (§3, §5.1, §5.3).
+    """Step times of one layout's stages under one set of parameters.
 
     ``decode(k, b)`` is ``t_k(b)``; ``trip(b)`` is ``P(b)``; ``hop(tokens)`` is one PP hop
     carrying ``tokens`` rows of activations (0 for the token relay).
@@ -248,7 +249,7 @@ class StageClock:
 
     @property
     def hops(self) -> int:
-        """Hops per trip: ``pp − 1`` activation sends and one token relay back (§3)."""
+        """Hops per trip: ``pp − 1`` activation sends and one token relay back."""
         return self.layout.pp if self.layout.pp > 1 else 0
 
     def stage_bytes(self, k: int, b: float) -> float:
@@ -263,7 +264,7 @@ class StageClock:
         )
 
     def allreduce(self, k: int, tokens: float) -> float:
-        """TP cost of stage k: two all-reduces per layer, latency + ring bytes (§5.3)."""
+        """TP cost of stage k: two all-reduces per layer, latency + ring bytes."""
         tp = self.layout.tp
         if tp == 1:
             return 0.0
@@ -271,7 +272,7 @@ class StageClock:
         return 2 * self.stages[k].layers * (self.hw.allreduce_s + ring / self.hw.allreduce_bytes_s)
 
     def decode(self, k: int, b: int) -> float:
-        """``t_k(b) = B_k(b)/(tp·β) + AR_k(b) + t_launch + γ·b`` (§5.1, §5.3)."""
+        """``t_k(b) = B_k(b)/(tp·β) + AR_k(b) + t_launch + γ·b``."""
         key = (k, b)
         if key not in self._decode:
             hw = self.hw
@@ -291,12 +292,12 @@ class StageClock:
         return compute + self.allreduce(k, tokens) + hw.stage_launch_s + hw.token_s * tokens
 
     def hop(self, tokens: int) -> float:
-        """One PP hop: fixed cost plus hidden+residual rows (a 1/tp slice per rank, §3)."""
+        """One PP hop: fixed cost plus hidden+residual rows (a 1/tp slice per rank)."""
         rows = 2 * tokens * self.model.hidden_size * self.model.act_bytes / self.layout.tp
         return self.hw.hop_s + rows / self.hw.p2p_bytes_s
 
     def trip(self, b: int) -> float:
-        """``P(b) = Σ_k t_k(b) + hops + overhead``: one micro-batch round the ring (§5.2)."""
+        """``P(b) = Σ_k t_k(b) + hops + overhead``: one micro-batch round the ring."""
         p = self.layout.pp
         relay = self.hop(0) if p > 1 else 0.0
         return (
@@ -307,7 +308,7 @@ class StageClock:
         )
 
     def cpu_chain(self, n: int) -> float:
-        """``n·(overhead + hop)``: each result is processed, then relayed a hop, per rank (§1.1)."""
+        """``n·(overhead + hop)``: each result is processed, then relayed a hop, per rank."""
         relay = self.hop(0) if self.layout.pp > 1 else 0.0
         return n * (self.hw.overhead_s + relay)
 

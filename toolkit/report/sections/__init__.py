@@ -12,7 +12,6 @@ so a notebook needs this one module.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,14 @@ import polars as pl
 from toolkit.analyze.config import config_diff as diff_launches
 from toolkit.analyze.model import expected_vs_observed, fit, what_if_table
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
+from toolkit.analyze.series import downsample_means, epoch_ms, since_first, thin
+from toolkit.analyze.timeline import (
+    in_window,
+    span_minutes,
+    stage_frame,
+    stage_names,
+    time_span,
+)
 from toolkit.chart.config import config_diff_chart
 from toolkit.chart.cudagraph import graph_coverage_chart
 from toolkit.chart.gpu import gpu_metric_chart
@@ -364,68 +371,6 @@ def what_if(runs: RunSet, changes: Mapping[str, int | None]) -> View:
 
 # ── log-derived views ────────────────────────────────────────────────────────────────────────
 
-_NICE_MS = [
-    1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000,
-    900_000, 1_800_000, 3_600_000,
-]  # fmt: skip
-
-
-def bucket_ms(span_ms: float, buckets: int, floor_ms: int = 1_000) -> int:
-    """A round bucket width (1 s, 2 s, 5 s ... 1 h) giving at most ``buckets`` buckets."""
-    need = max(floor_ms, math.ceil(span_ms / max(buckets, 1)))
-    for nice in _NICE_MS:
-        if nice >= need:
-            return nice
-    return math.ceil(need / 3_600_000) * 3_600_000
-
-
-def downsample(
-    frame: pl.DataFrame, keys: Sequence[str], values: Sequence[str], max_points: int
-) -> tuple[pl.DataFrame, int]:
-    """Mean of ``values`` per time bucket (column ``t``, epoch ms) and ``keys``, so that the
-    result has at most ``max_points`` rows; returns the frame and the bucket width.
-
-    Plain ``t // width`` buckets with a group-by (no sort first): the fast path of the
-    performance notes (§4). Frames already small enough are returned as they are.
-    """
-    if frame.height <= max_points or frame.height == 0:
-        return frame, 0
-    groups = max(1, frame.select(pl.struct(*keys).n_unique()).item()) if keys else 1
-    span = frame["t"].max() - frame["t"].min()  # type: ignore[operator]
-    width = bucket_ms(float(span or 0), max_points // groups)
-    out = (
-        frame.group_by((pl.col("t") // width * width).alias("t"), *keys)
-        .agg(pl.col(v).mean() for v in values)
-        .sort("t", *keys)
-    )
-    return out, width
-
-
-def _epoch(col: str = "ts") -> pl.Expr:
-    return pl.col(col).dt.epoch("ms").alias("t")
-
-
-def _elapsed(frame: pl.DataFrame) -> pl.DataFrame:
-    """Epoch-ms ``t`` as ms since the frame's first row: runs recorded on different days share
-    one axis when compared."""
-    return frame.with_columns(pl.col("t") - pl.col("t").min())
-
-
-def _decode(run: Run) -> pl.DataFrame | None:
-    if run.log is None:
-        return None
-    rows = run.log.batches.filter((pl.col("kind") == "decode") & pl.col("ts").is_not_null())
-    return rows if rows.height else None
-
-
-def thin(frame: pl.DataFrame, max_rows: int) -> pl.DataFrame:
-    """Every n-th row, so that at most ``max_rows`` remain, for a frame a chart function of
-    another module draws as is (its schema stays whole; decode lines are samples already)."""
-    if frame.height <= max_rows:
-        return frame
-    step = -(-frame.height // max_rows)
-    return frame.gather_every(step)
-
 
 def occupancy(runs: RunSet, max_points: int = MAX_POINTS) -> View:
     """Per pipeline-parallel run: requests offered, running and per slot, and the slots they
@@ -450,134 +395,38 @@ def occupancy(runs: RunSet, max_points: int = MAX_POINTS) -> View:
     return View("occupancy", items, {"occupancy": records})
 
 
-def _stage_expr(pp_size: int) -> pl.Expr:
-    """``PP3`` per pipeline stage, ``all GPUs`` when the layout has one stage."""
-    if pp_size > 1:
-        return pl.format("PP{}", pl.col("pp")).fill_null("all GPUs").alias("stage")
-    return pl.lit("all GPUs").alias("stage")
+def _pp_size(run: Run) -> int | None:
+    """The run's pipeline stages (1 without PP), None when its layout is unknown."""
+    return run.layout.pp if run.layout.known else None
 
 
-def _pp_size(run: Run) -> int:
-    return run.layout.pp
-
-
-def _trace_span(runs: RunSet, run: Run) -> tuple[int, int] | None:
-    """(first, last) epoch ms of the run's decode lines and GPU samples together."""
-    bounds = []
-    rows = _decode(run)
-    if rows is not None:
-        bounds.append(rows.select(_epoch().min().alias("lo"), _epoch().max().alias("hi")))
+def _frames(runs: RunSet, run: Run) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """The run's batch lines and GPU samples (None when missing)."""
     trace = runs.gpu(run)
-    if trace is not None:
-        ts = trace.samples.filter(pl.col("ts").is_not_null())
-        bounds.append(ts.select(_epoch().min().alias("lo"), _epoch().max().alias("hi")))
-    if not bounds:
-        return None
-    both = pl.concat(bounds)
-    lo, hi = both["lo"].min(), both["hi"].max()
-    return (int(lo), int(hi)) if lo is not None and hi is not None else None  # type: ignore[arg-type]
-
-
-def _in_window(span: tuple[int, int], window: tuple[float, float] | None) -> pl.Expr:
-    """Rows of ``t`` inside ``window``, minutes from the run's first line or sample."""
-    if window is None:
-        return pl.lit(True)
-    lo, hi = (span[0] + int(w * 60_000) for w in window)
-    return (pl.col("t") >= lo) & (pl.col("t") <= hi)
-
-
-def _stage_frame(
-    runs: RunSet,
-    run: Run,
-    *,
-    window: tuple[float, float] | None = None,
-    max_points: int = MAX_POINTS,
-) -> tuple[pl.DataFrame, list[str]]:
-    """Long frame t/stage/series/value of one run: decode lines per stage and GPU utilization
-    per stage (GPUs mapped to stages by the launch's layout), inside ``window``.
-
-    GPU samples are bucketed per GPU before they are mapped to stages, so a day of 100 ms
-    samples (7 M rows) is reduced first and joined after.
-    """
-    empty = pl.DataFrame(
-        schema={"t": pl.Int64, "stage": pl.String, "series": pl.String, "value": pl.Float64}
-    )
-    span = _trace_span(runs, run)
-    if span is None:
-        return empty, []
-    pp_size = _pp_size(run)
-    parts = []
-    rows = _decode(run)
-    if rows is not None:
-        staged = rows.select(_epoch(), _stage_expr(pp_size), "running_req", "gen_tok_s").filter(
-            _in_window(span, window)
-        )
-        for series in ("running_req", "gen_tok_s"):
-            parts.append(
-                staged.filter(pl.col(series).is_not_null())
-                .select("t", "stage", pl.lit(series).alias("series"), pl.col(series).cast(_FLOAT))
-                .rename({series: "value"})
-            )
-    trace = runs.gpu(run)
-    if trace is not None and "util_pct" in trace.metrics:
-        samples = trace.samples.select(_epoch(), "gpu", "util_pct").filter(
-            pl.col("t").is_not_null() & pl.col("util_pct").is_not_null() & _in_window(span, window)
-        )
-        samples, _ = downsample(samples, ["gpu"], ["util_pct"], max(max_points, 1) * 2)
-        if run.launch is not None and pp_size > 1:
-            roles = gpu_roles(run.launch).select(pl.col("gpu").cast(pl.Int32), "pp")
-            samples = samples.join(roles, on="gpu", how="inner").with_columns(_stage_expr(pp_size))
-        elif run.launch is not None:
-            samples = samples.with_columns(stage=pl.lit("all GPUs"))
-        else:
-            samples = samples.with_columns(stage=pl.format("GPU {}", "gpu"))
-        parts.append(
-            samples.group_by("t", "stage")
-            .agg(pl.col("util_pct").mean().alias("value"))
-            .select("t", "stage", pl.lit("util_pct").alias("series"), "value")
-        )
-    if not parts:
-        return empty, []
-    long = pl.concat(parts, how="vertical_relaxed")
-    order = sorted(long["stage"].unique().to_list(), key=_stage_key)
-    return long, order
-
-
-def _stage_key(stage: str) -> tuple[int, str]:
-    digits = "".join(ch for ch in stage if ch.isdigit())
-    return (int(digits) if digits else -1, stage)
+    batches = run.log.batches if run.log is not None else None
+    return batches, trace.samples if trace is not None else None
 
 
 def timeline_extent(runs: RunSet, run: str | None = None) -> tuple[float, list[str]]:
     """Minutes the run's stage timeline spans, and its stages in order (for widget ranges)."""
     chosen = pick_run(runs, run)
-    span = _trace_span(runs, chosen)
+    batches, samples = _frames(runs, chosen)
+    span = time_span(batches, samples)
     if span is None:
         return 0.0, []
-    pp_size = _pp_size(chosen)
-    stages = set()
-    rows = _decode(chosen)
-    if rows is not None:
-        stages |= set(rows.select(_stage_expr(pp_size))["stage"].unique().to_list())
-    if runs.gpu(chosen) is not None:
-        if chosen.launch is None:
-            stages |= {f"GPU {g}" for g in gpu_labels(runs, chosen)}
-        elif pp_size > 1:
-            stages |= {f"PP{p}" for p in range(pp_size)}
-        else:
-            stages.add("all GPUs")
-    return (span[1] - span[0]) / 60_000, sorted(stages, key=_stage_key)
+    gpus = sorted(gpu_labels(runs, chosen)) if samples is not None else None
+    return span_minutes(span), stage_names(batches, gpus, _pp_size(chosen))
 
 
 def gpu_extent(runs: RunSet, run: str | None = None) -> tuple[float, list[str], list[str]]:
     """Minutes the run spans (log and trace), its GPU labels and the trace's metrics."""
     chosen = pick_run(runs, run)
     trace = runs.gpu(chosen)
-    span = _trace_span(runs, chosen)
+    span = time_span(*_frames(runs, chosen))
     if trace is None or span is None:
         return 0.0, [], []
     names = gpu_labels(runs, chosen)
-    return (span[1] - span[0]) / 60_000, [names[g] for g in sorted(names)], trace.metrics
+    return span_minutes(span), [names[g] for g in sorted(names)], trace.metrics
 
 
 def pick_run(runs: RunSet, run: str | None) -> Run:
@@ -598,7 +447,7 @@ def stage_timeline(
     stages: Sequence[str] | None = None,
     max_points: int = MAX_POINTS,
 ) -> View:
-    """Per-stage decode activity and GPU utilization of one run over time.
+    """Per-stage decode activity and GPU busy (SM active, else utilization) of one run over time.
 
     Parameters
     ----------
@@ -613,7 +462,12 @@ def stage_timeline(
     """
     chosen = pick_run(runs, run)
     label = runs.label_of(chosen)
-    long, order = _stage_frame(runs, chosen, window=window, max_points=max_points)
+    pp_size = _pp_size(chosen)
+    roles = gpu_roles(chosen.launch) if chosen.launch is not None and (pp_size or 1) > 1 else None
+    batches, samples = _frames(runs, chosen)
+    long, order = stage_frame(
+        batches, samples, roles, pp_size, window=window, max_points=max_points
+    )
     if stages:
         wanted = set(stages)
         long = long.filter(pl.col("stage").is_in(wanted) | (pl.col("series") == "gen_tok_s"))
@@ -621,7 +475,7 @@ def stage_timeline(
     if not long.height:
         text = "nothing in the chosen window" if window else "no Decode batch lines, no GPU trace"
         return View("stage_timeline", [note(f"{label}: {text}: no stage timeline.")])
-    long, width = downsample(long, ["stage", "series"], ["value"], max_points)
+    long, width = downsample_means(long, ["stage", "series"], ["value"], max_points)
     if not width:  # not bucketed: cells as wide as the typical gap between lines
         times = long["t"].unique().sort()
         width = int(times.diff().median() or 1_000) if times.len() > 1 else 1_000
@@ -659,21 +513,21 @@ def gpu_metrics(
     chosen = pick_run(runs, run)
     label = runs.label_of(chosen)
     trace = runs.gpu(chosen)
-    span = _trace_span(runs, chosen)
+    span = time_span(*_frames(runs, chosen))
     if trace is None or span is None:
         return View("gpu", [note(f"No GPU trace in {label}.")], {"gpu": None})
     if metric not in trace.metrics:
         have = ", ".join(trace.metrics)
         return View("gpu", [note(f"{label}: the trace has no {metric} (it has {have}).")])
     names = gpu_labels(runs, chosen)
-    frame = trace.samples.select(_epoch(), "gpu", pl.col(metric).cast(_FLOAT).alias("value"))
-    keep = pl.col("t").is_not_null() & pl.col("value").is_not_null() & _in_window(span, window)
+    frame = trace.samples.select(epoch_ms(), "gpu", pl.col(metric).cast(_FLOAT).alias("value"))
+    keep = pl.col("t").is_not_null() & pl.col("value").is_not_null() & in_window(span, window)
     if gpus:
         keep &= pl.col("gpu").is_in([g for g, n in names.items() if n in set(gpus)])
     frame = frame.filter(keep)
     if not frame.height:
         return View("gpu", [note(f"{label}: no samples in the chosen window or GPUs.")])
-    frame, _ = downsample(frame, ["gpu"], ["value"], max_points)
+    frame, _ = downsample_means(frame, ["gpu"], ["value"], max_points)
     frame = frame.sort("gpu", "t").with_columns(
         pl.col("gpu").replace_strict(names, default=None, return_dtype=pl.String)
     )
@@ -728,7 +582,9 @@ def kv_pressure(runs: RunSet, threshold: float = 0.9, max_points: int = MAX_POIN
         )
         if not kv.height:
             continue
-        frames.append(_elapsed(kv.select(_epoch(), pl.lit(label).alias("label"), "token_usage")))
+        frames.append(
+            since_first(kv.select(epoch_ms(), pl.lit(label).alias("label"), "token_usage"))
+        )
         records.append(
             {
                 "run": label,
@@ -741,7 +597,7 @@ def kv_pressure(runs: RunSet, threshold: float = 0.9, max_points: int = MAX_POIN
         )
     if not frames:
         return View("kv", [note("No KV usage (token usage) in these logs.")], {"kv": records})
-    data, _ = downsample(pl.concat(frames), ["label"], ["token_usage"], max_points)
+    data, _ = downsample_means(pl.concat(frames), ["label"], ["token_usage"], max_points)
     table = pl.DataFrame(records, infer_schema_length=None)
     return View("kv", [kv_pressure_chart(data, threshold), table], {"kv": records})
 
