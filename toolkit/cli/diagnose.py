@@ -33,7 +33,7 @@ from toolkit.analyze.stages import stage_gpu_series
 from toolkit.diagnose import Finding, RunAnalysis, diagnose
 from toolkit.errors import ToolkitError
 from toolkit.export.perfetto import chrome_trace, write_chrome_trace
-from toolkit.load.gpu.trace import TRACE_FORMATS
+from toolkit.load.gpu import trace_formats
 from toolkit.schema.bench import BENCH_FORMATS
 from toolkit.schema.jsonable import to_json
 
@@ -48,7 +48,7 @@ def run_diagnose(run_dirs: list[Path], as_json: bool) -> int:
     try:
         contexts = [RunAnalysis(p) for p in run_dirs]
         for path, ctx in zip(run_dirs, contexts, strict=True):
-            inputs = {"sglang-log", *BENCH_FORMATS, *TRACE_FORMATS} & set(ctx.run.files)
+            inputs = {"sglang-log", *BENCH_FORMATS, *trace_formats()} & set(ctx.run.files)
             if not inputs:  # a wrong directory must not read as a healthy run
                 raise ToolkitError(f"{path}: no SGLang log, benchmark result or GPU trace found")
         findings = diagnose(contexts)

@@ -15,7 +15,8 @@ from toolkit.cli.model import parse_what_if, run_model
 from toolkit.cli.scaling import run_scaling
 from toolkit.errors import ToolkitError
 from toolkit.load.bench.results import load_bench, sniff_bench_format
-from toolkit.load.gpu.trace import GPU_FORMATS, summarize_gpu_file
+from toolkit.load.gpu import FORMATS as GPU_FORMATS
+from toolkit.load.gpu.trace import summarize_gpu_file
 from toolkit.load.run import load_run
 from toolkit.load.run_config import read_run_config
 from toolkit.load.sglang.log import load_sglang_log

@@ -14,7 +14,8 @@ from typing import Any
 from toolkit.errors import ToolkitError
 from toolkit.load.bench.common import layout_label, layout_of
 from toolkit.load.bench.results import BenchResults, load_bench
-from toolkit.load.gpu.trace import TRACE_FORMATS, GpuTrace, Topology, load_gpu_trace, load_topology
+from toolkit.load.gpu import trace_formats
+from toolkit.load.gpu.trace import GpuTrace, Topology, load_gpu_trace, load_topology
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sniff import expand, sniff
@@ -49,7 +50,7 @@ class Run:
     @cached_property
     def gpu(self) -> GpuTrace | None:
         """The GPU telemetry of the run, shifted by ``run.toml``'s ``clock_offset_s``, or None."""
-        paths = [p for fmt in TRACE_FORMATS for p in self.files.get(fmt, [])]
+        paths = [p for fmt in trace_formats() for p in self.files.get(fmt, [])]
         if not paths:
             return None
         return load_gpu_trace(

@@ -30,7 +30,9 @@ from toolkit.load.gpu.fields import (
     column_name,
     dcgm_unknown_column,
 )
-from toolkit.load.gpu.smi import Part, value_kind
+from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
+from toolkit.load.gpu.samples import trace_summarizer
+from toolkit.load.gpu.smi import value_kind
 from toolkit.load.text import scan_lines
 from toolkit.schema.gpu import SAMPLES, SKIPPED, UNAVAILABLE
 
@@ -476,3 +478,44 @@ def _strict_cells(unavailable: pl.DataFrame, source: str) -> None:
     if bad.height:
         r = bad.row(0, named=True)
         raise ParseError(source, r["first_lineno"], f"field {r['field']!r} holds {r['value']!r}")
+
+
+# ---------------------------------------------------------------------- the formats
+def _detect_dcgmi(peek: Peek) -> bool:
+    return is_dcgmi_header(peek.first)
+
+
+def _load_dcgmi(path: Path, options: Options) -> Part:
+    return load_dcgmi(
+        path,
+        options.source,
+        interval_s=options.interval_s,
+        strict=options.strict,
+        workdir=options.workdir,
+    )
+
+
+def _detect_exporter(peek: Peek) -> bool:
+    return is_exporter_text(peek.body)
+
+
+def _load_exporter(path: Path, options: Options) -> Part:
+    return load_exporter(path, options.source, interval_s=options.interval_s, strict=options.strict)
+
+
+DCGMI_DMON = Format(
+    DCGMI_FORMAT,
+    "dcgmi dmon -e … (no timestamps: give interval_s, and start)",
+    _detect_dcgmi,
+    _load_dcgmi,
+    trace_summarizer(_load_dcgmi),
+    TRACE,
+)
+DCGM_EXPORTER = Format(
+    EXPORTER_FORMAT,
+    "Prometheus text from dcgm-exporter, one or many scrapes",
+    _detect_exporter,
+    _load_exporter,
+    trace_summarizer(_load_exporter),
+    TRACE,
+)
