@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolkit.load.gpu.dcgm import DCGM_EXPORTER, DCGMI_DMON
+from toolkit.load.gpu.dcgmi import DCGMI_DMON
 from toolkit.load.gpu.dmon import NVIDIA_SMI_DMON
+from toolkit.load.gpu.exporter import DCGM_EXPORTER
 from toolkit.load.gpu.format import TRACE, Format, Peek
 from toolkit.load.gpu.inventory import NVIDIA_SMI_APPS, NVIDIA_SMI_LIST
 from toolkit.load.gpu.smi import NVIDIA_SMI_CSV

@@ -1,9 +1,9 @@
 """What a GPU format is to ppscope: how it is recognized, read and summarized.
 
-Every format module (``smi``, ``dmon``, ``dcgm``, ``topology``, ``inventory``) exports one
-``Format`` per format it reads; ``toolkit.load.gpu.FORMATS`` lists them in sniffing order.
-A trace format's ``load`` returns a ``Part`` (one file's samples and the accounting of its
-other lines); a companion format's ``load`` returns its own table or object.
+Every format module (``smi``, ``dmon``, ``dcgmi``, ``exporter``, ``topology``, ``inventory``)
+exports one ``Format`` per format it reads; ``toolkit.load.gpu.FORMATS`` lists them in
+sniffing order. A trace format's ``load`` returns a ``Part`` (one file's samples and the
+accounting of its other lines); a companion format's ``load`` returns its own table or object.
 """
 
 from __future__ import annotations
