@@ -33,8 +33,8 @@ from toolkit.analyze.stages import stage_gpu_series
 from toolkit.diagnose import Finding, RunAnalysis, diagnose
 from toolkit.errors import ToolkitError
 from toolkit.export.perfetto import chrome_trace, write_chrome_trace
+from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.gpu import trace_formats
-from toolkit.schema.bench import BENCH_FORMATS
 from toolkit.schema.jsonable import to_json
 
 __all__ = ["diff_report", "findings_text", "run_diagnose", "run_diff", "run_timeline"]

@@ -14,14 +14,15 @@ from toolkit.cli.diagnose import run_diagnose, run_diff, run_timeline
 from toolkit.cli.model import parse_what_if, run_model
 from toolkit.cli.scaling import run_scaling
 from toolkit.errors import ToolkitError
-from toolkit.load.bench.results import load_bench, sniff_bench_format
+from toolkit.load.bench import FORMATS as BENCH_FORMATS
+from toolkit.load.bench import sniff_bench_format
+from toolkit.load.bench.results import summarize_bench_file
 from toolkit.load.gpu import FORMATS as GPU_FORMATS
 from toolkit.load.gpu.trace import summarize_gpu_file
 from toolkit.load.run import load_run
 from toolkit.load.run_config import read_run_config
 from toolkit.load.sglang.log import load_sglang_log
 from toolkit.load.sniff import expand, sniff
-from toolkit.schema.bench import BENCH_FORMATS
 from toolkit.schema.jsonable import to_json
 
 
@@ -123,10 +124,10 @@ def _parse(args: argparse.Namespace) -> int:
         elif fmt == "sglang-log":
             log = load_sglang_log(path, strict=args.strict, cache=not args.no_cache)
             files.extend(log.summary()["files"])
-            if sniff_bench_format(path) == "sglang-bench-text":
-                files.extend(load_bench(path, cache=not args.no_cache).summary())
+            if sniff_bench_format(path) is not None:  # printed results inside the log
+                files.append(summarize_bench_file(path, cache=not args.no_cache))
         elif fmt in BENCH_FORMATS:
-            files.extend(load_bench(path, cache=not args.no_cache).summary())
+            files.append(summarize_bench_file(path, cache=not args.no_cache))
         elif fmt in GPU_FORMATS:
             fields = read_run_config(path.parent).gpu_trace_fields
             files.append(summarize_gpu_file(path, fields=fields, strict=args.strict))

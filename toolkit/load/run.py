@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ToolkitError
+from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.common import layout_label, layout_of
 from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu import trace_formats
@@ -19,9 +20,7 @@ from toolkit.load.gpu.trace import GpuTrace, Topology, load_gpu_trace, load_topo
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sniff import expand, sniff
-from toolkit.schema.bench import BENCH_FORMATS
 
-_MAY_HOLD_RESULTS = (*BENCH_FORMATS, "sglang-log")
 # Scheduler settings that decide how a layout behaves, as the serving model names them.
 LAYOUT_KEYS = (
     "pp_async_batch_depth",
@@ -73,7 +72,8 @@ class Run:
     @cached_property
     def bench(self) -> BenchResults | None:
         """Benchmark results found in the run (files or printed blocks), or None."""
-        paths = [p for fmt, ps in self.files.items() for p in ps if fmt in _MAY_HOLD_RESULTS]
+        may_hold = {*BENCH_FORMATS, "sglang-log"}  # a server log may hold printed results
+        paths = [p for fmt, ps in self.files.items() for p in ps if fmt in may_hold]
         if not paths:
             return None
         try:

@@ -43,6 +43,9 @@ class Parsed:
     hint: str | None = None  # free text naming the run (tag, label) that may hold "c32"
     hint_from: str = "label"  # what the hint is: the run's label/tag, or its "path"
     lineno: int | None = None
+    # How the run was exported when its tool writes one run several ways (GenAI-Perf/AIPerf:
+    # "json" summary, "csv" summary, per-request "records"), so that it counts once.
+    export: str | None = None
 
 
 def num(value: Any) -> float | None:
