@@ -48,7 +48,7 @@ def is_apps_header(line: str) -> bool:
 
 
 def load_gpu_list(path: str | Path) -> pl.DataFrame:
-    """``nvidia-smi -L`` → one row per GPU and per MIG device (``gpu_schema.GPU_LIST``).
+    """``nvidia-smi -L`` → one row per GPU and per MIG device (``toolkit.schema.gpu.GPU_LIST``).
 
     Raises
     ------

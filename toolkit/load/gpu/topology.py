@@ -38,9 +38,10 @@ class Topology:
     matrix
         The matrix as printed: a ``device`` column, then one column per device.
     links
-        Long form of the matrix (``gpu_schema.TOPOLOGY_LINKS``): src, dst, link, nvlinks, rank.
+        Long form of the matrix (``toolkit.schema.gpu.TOPOLOGY_LINKS``): src, dst, link,
+        nvlinks, rank.
     devices
-        One row per GPU and NIC with its affinity (``gpu_schema.TOPOLOGY_DEVICES``).
+        One row per GPU and NIC with its affinity (``toolkit.schema.gpu.TOPOLOGY_DEVICES``).
     p2p
         The ``topo -p2p`` matrix in long form (src, dst, status) when the file has one.
     interconnect

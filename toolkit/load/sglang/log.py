@@ -92,7 +92,7 @@ class SGLangLog:
 
     @cached_property
     def batches(self) -> pl.DataFrame:
-        """Every ``Prefill batch`` / ``Decode batch`` line, typed (see ``schema.BATCHES``)."""
+        """Every ``Prefill batch`` / ``Decode batch`` line, typed: ``schema.sglang.BATCHES``."""
         lf = self.scan().filter(pl.col("kind").is_in(["decode", "prefill"]) & ~pl.col("unresolved"))
         lf = lf.with_columns(complete=pl.lit(True), extra=pl.lit(None, pl.String))
         fixups = [
