@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 
 from toolkit.errors import ToolkitError, UnknownFormat
+from toolkit.load.bench import FORMATS
 from toolkit.load.bench.results import load_bench, sniff_bench_format
-from toolkit.schema.bench import BENCH_FORMATS, REQUESTS, RUNS
+from toolkit.schema.bench import REQUESTS, RUNS
 
 DATA = Path(__file__).parent / "data" / "bench"
 RESULT_FILES = sorted(
@@ -34,7 +35,7 @@ def test_every_fixture_conforms_to_the_schema(path: Path) -> None:
     fmt = sniff_bench_format(path)
     if fmt is None:
         pytest.skip("not a result without a mapping")
-    assert fmt in BENCH_FORMATS
+    assert fmt in FORMATS
     results = load_bench(path)
     assert results.runs.schema == RUNS
     assert results.requests.schema == REQUESTS

@@ -198,11 +198,13 @@ class RunAnalysis:
 
     def _load_trace(self) -> Any:
         try:
-            from toolkit.load.gpu.trace import TRACE_FORMATS, load_gpu_trace, sniff_gpu_format
+            from toolkit.load.gpu import sniff_gpu_format, trace_formats
+            from toolkit.load.gpu.trace import load_gpu_trace
         except ImportError:  # the GPU loaders are optional for a diagnosis
             return None
         files = [p for ps in self.run.files.values() for p in ps]
-        paths = [p for p in files if _safe_sniff(sniff_gpu_format, p) in TRACE_FORMATS]
+        traces = trace_formats()
+        paths = [p for p in files if _safe_sniff(sniff_gpu_format, p) in traces]
         if not paths:
             return None
         config = self.run.config

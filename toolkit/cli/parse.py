@@ -16,12 +16,14 @@ from typing import Any
 from toolkit.cli.options import add_json, add_output, add_quiet
 from toolkit.cli.output import Progress, emit, to_json
 from toolkit.errors import ToolkitError
-from toolkit.load.bench.results import load_bench, sniff_bench_format
-from toolkit.load.gpu.trace import GPU_FORMATS, summarize_gpu_file
+from toolkit.load.bench import FORMATS as BENCH_FORMATS
+from toolkit.load.bench import sniff_bench_format
+from toolkit.load.bench.results import summarize_bench_file
+from toolkit.load.gpu import FORMATS as GPU_FORMATS
+from toolkit.load.gpu.trace import summarize_gpu_file
 from toolkit.load.run_config import read_run_config
 from toolkit.load.sglang.log import load_sglang_log
 from toolkit.load.sniff import expand, sniff
-from toolkit.schema.bench import BENCH_FORMATS
 
 NAME = "parse"
 HELP = "recognize input files and summarize what each holds"
@@ -94,11 +96,11 @@ def summarize(path: Path, *, strict: bool = False, cache: bool = True) -> list[d
         ]
     if fmt == "sglang-log":
         out = list(load_sglang_log(path, strict=strict, cache=cache).summary()["files"])
-        if sniff_bench_format(path) == "sglang-bench-text":
-            out.extend(load_bench(path, cache=cache).summary())
+        if sniff_bench_format(path) is not None:  # results printed inside the log
+            out.append(summarize_bench_file(path, cache=cache))
         return out
     if fmt in BENCH_FORMATS:
-        return list(load_bench(path, cache=cache).summary())
+        return [summarize_bench_file(path, cache=cache)]
     if fmt in GPU_FORMATS:
         fields = read_run_config(path.parent).gpu_trace_fields
         return [summarize_gpu_file(path, fields=fields, strict=strict)]

@@ -15,16 +15,16 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ToolkitError
+from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.results import BenchResults, load_bench
-from toolkit.load.gpu.trace import TRACE_FORMATS, GpuTrace, Topology, load_gpu_trace, load_topology
+from toolkit.load.gpu import trace_formats
+from toolkit.load.gpu.trace import GpuTrace, Topology, load_gpu_trace, load_topology
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 from toolkit.load.sniff import expand, sniff
-from toolkit.schema.bench import BENCH_FORMATS
 
-_MAY_HOLD_RESULTS = (*BENCH_FORMATS, "sglang-log")
 _LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
 
@@ -40,7 +40,7 @@ class Run:
     @property
     def has_inputs(self) -> bool:
         """Whether the run holds anything to analyse: a server log, results or a GPU trace."""
-        return bool({"sglang-log", *BENCH_FORMATS, *TRACE_FORMATS} & set(self.files))
+        return bool({"sglang-log", *BENCH_FORMATS, *trace_formats()} & set(self.files))
 
     @cached_property
     def log(self) -> SGLangLog | None:
@@ -51,7 +51,7 @@ class Run:
     @cached_property
     def gpu(self) -> GpuTrace | None:
         """The GPU telemetry of the run, shifted by ``run.toml``'s ``clock_offset_s``, or None."""
-        paths = [p for fmt in TRACE_FORMATS for p in self.files.get(fmt, [])]
+        paths = [p for fmt in trace_formats() for p in self.files.get(fmt, [])]
         if not paths:
             return None
         return load_gpu_trace(
@@ -74,7 +74,8 @@ class Run:
     @cached_property
     def bench(self) -> BenchResults | None:
         """Benchmark results found in the run (files or printed blocks), or None."""
-        paths = [p for fmt, ps in self.files.items() for p in ps if fmt in _MAY_HOLD_RESULTS]
+        may_hold = {*BENCH_FORMATS, "sglang-log"}  # a server log may hold printed results
+        paths = [p for fmt, ps in self.files.items() for p in ps if fmt in may_hold]
         if not paths:
             return None
         try:

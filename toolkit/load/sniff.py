@@ -6,8 +6,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from toolkit.load.bench.results import sniff_bench_format
-from toolkit.load.gpu.trace import sniff_gpu_format
+from toolkit.load.bench import FORMATS as BENCH_FORMATS
+from toolkit.load.bench import sniff_bench_format
+from toolkit.load.bench.format import EMBEDDED
+from toolkit.load.gpu import sniff_gpu_format
 from toolkit.load.sglang.plan import BRACKET
 from toolkit.load.text import head_lines
 
@@ -24,7 +26,7 @@ def sniff(path: Path) -> str | None:
     if gpu is not None:
         return gpu  # first: a process list may name "sglang::scheduler"
     bench = sniff_bench_format(path)
-    if bench is not None and bench != "sglang-bench-text":
+    if bench is not None and BENCH_FORMATS[bench].kind != EMBEDDED:
         return bench  # JSON/CSV results: "sglang" in them names a backend, not a server log
     if any(_SERVER_HINTS.search(line) for line in head_lines(path, n=2000)):
         return "sglang-log"  # may also hold printed benchmark blocks: both are read

@@ -18,17 +18,6 @@ _F = pl.Float64()
 _S = pl.String()
 _B = pl.Boolean()
 
-BENCH_FORMATS: dict[str, str] = {
-    "sglang-bench-jsonl": "`sglang.bench_serving --output-file` JSONL, one object per run (0.2.7+)",
-    "sglang-bench-text": "the printed `Serving Benchmark Result` block, inside any text log",
-    "vllm-bench-json": "vLLM `benchmark_serving.py --save-result` / `vllm bench serve` JSON",
-    "genai-perf-csv": "GenAI-Perf `profile_export_genai_perf.csv` (also AIPerf's CSV, same shape)",
-    "genai-perf-json": "GenAI-Perf `profile_export_genai_perf.json`: metric stats + input_config",
-    "aiperf-json": "AIPerf `profile_export_aiperf.json` (metrics flat or under `records`), and "
-    "its per-request `profile_export.jsonl` (absolute start times)",
-    "bench-csv": "a user's own sweep table: columns found by common names or a mapping",
-}
-
 LATENCY_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e")
 LATENCY_STATS: tuple[str, ...] = ("mean", "median", "p90", "p95", "p99", "std")
 _LATENCY_DOC = {
@@ -53,7 +42,7 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("run", _I, "0-based run number across everything loaded together"),
     Column("entry", _I, "0-based run number within its file"),
     Column("lineno", _I, "line where the run is (JSONL line, block header); null for JSON"),
-    Column("format", _S, "input format, see BENCH_FORMATS"),
+    Column("format", _S, "input format: sglang-bench-jsonl, vllm-bench-json, genai-perf-csv..."),
     Column("label", _S, "layout label: argument, CSV column, run.toml, else from tp/pp sizes"),
     Column("label_from", _S, "where the label came from: argument, file, run.toml, layout, dir"),
     Column("backend", _S, "benchmark backend / endpoint type as the tool names it"),

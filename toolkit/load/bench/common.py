@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.load.layout import RunLayout
 from toolkit.schema.jsonable import to_json
 
 PARALLEL = ("tp", "pp", "dp", "ep")
@@ -43,6 +44,9 @@ class Parsed:
     hint: str | None = None  # free text naming the run (tag, label) that may hold "c32"
     hint_from: str = "label"  # what the hint is: the run's label/tag, or its "path"
     lineno: int | None = None
+    # How the run was exported when its tool writes one run several ways (GenAI-Perf/AIPerf:
+    # "json" summary, "csv" summary, per-request "records"), so that it counts once.
+    export: str | None = None
 
 
 def num(value: Any) -> float | None:
@@ -101,17 +105,10 @@ def layout_from_text(text: str | None) -> dict[str, int]:
 
 def layout_label(layout: dict[str, int]) -> str | None:
     """``TP8``, ``PP8``, ``PP4xTP2`` (``xDP2`` appended when data parallel); None if unknown."""
-    tp, pp, dp = layout.get("tp"), layout.get("pp"), layout.get("dp")
-    if tp is None and pp is None:
+    if layout.get("tp") is None and layout.get("pp") is None:
         return None
-    parts = []
-    if pp and pp > 1:
-        parts.append(f"PP{pp}")
-    if (tp and tp > 1) or not parts:
-        parts.append(f"TP{tp or 1}")
-    if dp and dp > 1:
-        parts.append(f"DP{dp}")
-    return "x".join(parts)
+    sizes = {k: layout.get(k) or 1 for k in ("tp", "pp", "dp")}
+    return RunLayout(**sizes, layout_from="benchmark").label
 
 
 def concurrency_from_text(text: str | None) -> int | None:

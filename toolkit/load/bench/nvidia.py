@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ParseError
+from toolkit.load.bench.collect import result_format
 from toolkit.load.bench.common import Parsed, find_key, num, to_ms, whole
+from toolkit.load.bench.format import FILE, Options, Peek, file_text
 
 # Metric (lower case, spaces) → (column or latency metric, kind).
 _METRICS: dict[str, tuple[str, str]] = {
@@ -83,10 +86,28 @@ def read_csv(path: Path, text: str) -> list[Parsed]:
         raise ParseError(path, None, "no metric rows found in the CSV")
     if ARTIFACT_CONCURRENCY.search(path.parent.name):
         out.hint, out.hint_from = path.parent.name, "path"
+    out.export = "csv"
     return [out]
 
 
 # ----------------------------------------------------------------------------- JSON
+def read_json_text(path: Path, text: str) -> list[Parsed]:
+    """The one run of a summary JSON file's text.
+
+    Raises
+    ------
+    ParseError
+        Text that is no JSON (with its line), or JSON that is no object.
+    """
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ParseError(path, e.lineno, f"invalid JSON: {e.msg}") from e
+    if not isinstance(obj, dict):
+        raise ParseError(path, None, "expected a JSON object")
+    return read_json(path, obj)
+
+
 def read_json(path: Path, obj: dict[str, Any]) -> list[Parsed]:
     """The one run of a GenAI-Perf or AIPerf summary JSON."""
     out = Parsed()
@@ -121,6 +142,7 @@ def read_json(path: Path, obj: dict[str, Any]) -> list[Parsed]:
         out.hint, out.hint_from = path.parent.name, "path"
     if not any(v is not None for k, v in values.items() if k not in ("ts",)):
         raise ParseError(path, None, "no metrics found in the JSON")
+    out.export = "json"
     return [out]
 
 
@@ -181,3 +203,38 @@ def has_metric_dicts(obj: dict[str, Any]) -> bool:
             "inter_token_latency",
         )
     )
+
+
+# ----------------------------------------------------------------------------- the formats
+def _detect_csv(peek: Peek) -> bool:
+    return peek.first.lower().startswith(("metric,", '"metric",'))
+
+
+def _load_csv(path: Path, options: Options) -> list[Parsed]:
+    return read_csv(path, file_text(path))
+
+
+def _detect_json(peek: Peek) -> bool:
+    # AIPerf's JSON holds metric dicts too: that format is asked first.
+    obj = peek.json_object
+    return obj is not None and has_metric_dicts(obj) and not is_aiperf(obj)
+
+
+def _load_json(path: Path, options: Options) -> list[Parsed]:
+    return read_json_text(path, file_text(path))
+
+
+GENAI_PERF_CSV = result_format(
+    "genai-perf-csv",
+    "GenAI-Perf `profile_export_genai_perf.csv` (also AIPerf's CSV, same shape)",
+    _detect_csv,
+    _load_csv,
+    FILE,
+)
+GENAI_PERF_JSON = result_format(
+    "genai-perf-json",
+    "GenAI-Perf `profile_export_genai_perf.json`: metric stats + input_config",
+    _detect_json,
+    _load_json,
+    FILE,
+)

@@ -73,6 +73,7 @@ def read_records(path: Path, text: str) -> list[Parsed]:
     _summarize(out, records, samples)
     if ARTIFACT_CONCURRENCY.search(path.parent.name):
         out.hint, out.hint_from = path.parent.name, "path"
+    out.export = "records"
     return [out]
 
 

@@ -2,7 +2,8 @@
 
 vLLM's ``benchmark_serving.py`` and SGLang's ``bench_serving`` share an ancestor, so their keys
 mostly agree; where they differ (SGLang 0.2.7's ``total_input``, vLLM's ``e2el``, vLLM's
-``request_goodput:`` typo) the tables below name both.
+``request_goodput:`` typo) the tables below name both. ``flavour`` tells the two apart by the
+keys only one of them writes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,40 @@ from datetime import datetime
 from typing import Any
 
 from toolkit.load.bench.common import Parsed, layout_of, num, to_ms, whole
+from toolkit.load.bench.format import NOT_JSON, Peek
+
+# A result dict has one of these; keys only SGLang's or only vLLM's client writes.
+THROUGHPUT_KEYS = frozenset(
+    {"output_throughput", "output_token_throughput", "request_throughput", "total_throughput"}
+)
+SGLANG_KEYS = frozenset(
+    {
+        "total_output_tokens_retokenized",
+        "total_output_retokenized",
+        "mean_e2e_latency_ms",
+        "median_e2e_latency_ms",
+        "mean_e2e_latency",
+        "median_e2e_latency",
+        "server_info",
+        "accept_length",
+        "dataset_name",
+    }
+)
+VLLM_KEYS = frozenset(
+    {
+        "model_id",
+        "tokenizer_id",
+        "burstiness",
+        "total_token_throughput",
+        "mean_e2el_ms",
+        "median_e2el_ms",
+        "endpoint_type",
+        "date",
+    }
+)
+# For a first JSONL line too long for the sniffing window: each client's own key spellings.
+_SGLANG_HINT = re.compile(r'"(?:mean|median)_(?:ttft|itl|e2e_latency)(?:_ms)?"\s*:')
+_VLLM_HINT = re.compile(r'"(?:model_id|tokenizer_id|mean_e2el_ms|burstiness)"\s*:')
 
 # Result key → run column; values are numbers unless the column is text.
 SCALARS: dict[str, str] = {
@@ -164,3 +199,26 @@ def _requests(obj: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def flavour(peek: Peek) -> str | None:
+    """Which client wrote a file of result dicts: ``sglang``, ``vllm``, or None for neither.
+
+    From the parsed first object when it parses; else, for a first line too long to parse
+    from the sniffing window, from the key spellings in it. A dict with a ``backend`` and
+    none of either client's own keys is SGLang's (its oldest JSONL).
+    """
+    obj = peek.json
+    if obj is NOT_JSON:
+        if not peek.first.startswith("{") or '"backend"' not in peek.text:
+            return None
+        if _VLLM_HINT.search(peek.text):
+            return "vllm"
+        return "sglang" if _SGLANG_HINT.search(peek.text) else None
+    if not isinstance(obj, dict) or not THROUGHPUT_KEYS & obj.keys():
+        return None
+    if SGLANG_KEYS & obj.keys():
+        return "sglang"
+    if VLLM_KEYS & obj.keys():
+        return "vllm"
+    return "sglang" if "backend" in obj else None

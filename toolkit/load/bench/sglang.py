@@ -1,7 +1,7 @@
 """``sglang.bench_serving`` results: the ``--output-file`` JSONL and the printed result block.
 
 The JSONL holds one object per run; key names changed across versions (0.2.7 differs most) and
-``bench_dict`` maps them all. The printed block (``===== Serving Benchmark Result =====``) is
+``result_dict`` maps them all. The printed block (``===== Serving Benchmark Result =====``) is
 found anywhere in a text log, under any line prefix, with the rows of every version (the 0.4.0
 ``Max reqeuest concurrency:`` typo included) and trailing spaces on the values. vLLM prints the
 same block, so its logs are read here too.
@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ParseError
+from toolkit.load.bench.collect import result_format
 from toolkit.load.bench.common import Parsed, layout_of, num, whole
-from toolkit.load.bench.result_dict import latency_column, read_result
+from toolkit.load.bench.format import EMBEDDED, FILE, Options, Peek, file_text, plain_file
+from toolkit.load.bench.result_dict import flavour, latency_column, read_result
 from toolkit.load.sglang.server_args import ServerArgsError, parse_server_args
 
 HEADER = b"= Serving Benchmark Result ="
@@ -273,3 +275,37 @@ def _apply_context(parsed: Parsed, context: dict[str, Any], server: dict[str, An
     if context.get("tag") is not None:
         parsed.hint = str(context["tag"])
     parsed.layout = dict(server.get("layout", {}))
+
+
+# ----------------------------------------------------------------------------- the formats
+def _detect_jsonl(peek: Peek) -> bool:
+    return flavour(peek) == "sglang"
+
+
+def _load_jsonl(path: Path, options: Options) -> list[Parsed]:
+    return read_jsonl(path, file_text(path))
+
+
+def _detect_text(peek: Peek) -> bool:
+    return peek.contains(HEADER)
+
+
+def _load_text(path: Path, options: Options) -> list[Parsed]:
+    with plain_file(path) as plain:
+        return read_text(plain)
+
+
+SGLANG_BENCH_JSONL = result_format(
+    "sglang-bench-jsonl",
+    "`sglang.bench_serving --output-file` JSONL, one object per run (0.2.7+)",
+    _detect_jsonl,
+    _load_jsonl,
+    FILE,
+)
+SGLANG_BENCH_TEXT = result_format(
+    "sglang-bench-text",
+    "the printed `Serving Benchmark Result` block, inside any text log",
+    _detect_text,
+    _load_text,
+    EMBEDDED,
+)

@@ -15,7 +15,9 @@ import re
 from pathlib import Path
 
 from toolkit.errors import ParseError, ToolkitError
+from toolkit.load.bench.collect import result_format
 from toolkit.load.bench.common import Parsed, num, to_ms, whole
+from toolkit.load.bench.format import FILE, Options, Peek, file_text
 from toolkit.schema.bench import RUNS
 
 # Canonical column → accepted normalized header names (the canonical name itself always works).
@@ -285,3 +287,21 @@ def _store(
         parsed.values[target] = whole(value)
     else:
         parsed.values[target] = value
+
+
+# ----------------------------------------------------------------------------- the format
+def _detect(peek: Peek) -> bool:
+    return looks_like_bench_csv(peek.head)
+
+
+def _load(path: Path, options: Options) -> list[Parsed]:
+    return read_bench_csv(path, file_text(path), options.mapping)
+
+
+BENCH_CSV = result_format(
+    "bench-csv",
+    "a user's own sweep table: columns found by common names or a mapping",
+    _detect,
+    _load,
+    FILE,
+)

@@ -1,7 +1,7 @@
 """vLLM ``benchmark_serving.py --save-result`` and ``vllm bench serve`` result JSON.
 
 One JSON object per file; ``--append-result`` writes several, one per line. Keys follow the
-``bench_serving`` family (see ``bench_dict``); ``--save-detailed`` adds per-request arrays,
+``bench_serving`` family (``result_dict``); ``--save-detailed`` adds per-request arrays,
 whose ``start_times`` are ``perf_counter`` readings: relative, so the requests table gets
 ``start_s`` but no absolute ``ts``.
 """
@@ -12,8 +12,10 @@ import json
 from pathlib import Path
 
 from toolkit.errors import ParseError
+from toolkit.load.bench.collect import result_format
 from toolkit.load.bench.common import Parsed
-from toolkit.load.bench.result_dict import read_result
+from toolkit.load.bench.format import FILE, Options, Peek, file_text
+from toolkit.load.bench.result_dict import flavour, read_result
 
 
 def read_vllm(path: Path, text: str) -> list[Parsed]:
@@ -39,3 +41,21 @@ def read_vllm(path: Path, text: str) -> list[Parsed]:
         parsed.lineno = lineno
         out.append(parsed)
     return out
+
+
+# ----------------------------------------------------------------------------- the format
+def _detect(peek: Peek) -> bool:
+    return flavour(peek) == "vllm"
+
+
+def _load(path: Path, options: Options) -> list[Parsed]:
+    return read_vllm(path, file_text(path))
+
+
+VLLM_BENCH_JSON = result_format(
+    "vllm-bench-json",
+    "vLLM `benchmark_serving.py --save-result` / `vllm bench serve` JSON",
+    _detect,
+    _load,
+    FILE,
+)

@@ -1,0 +1,48 @@
+"""GPU monitoring files: the formats ppscope reads, in the order they are recognized.
+
+A file's format comes from its first lines, never from its name (``.gz`` is read as is). Each
+format lives in its own module and exports a ``Format`` (``format.py``); adding a format is one
+module and one line below. Formats with a distinctive first line come first; the generic
+nvidia-smi CSV is asked last, after the compute-apps CSV whose header is also a query header.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolkit.load.gpu.dcgmi import DCGMI_DMON
+from toolkit.load.gpu.dmon import NVIDIA_SMI_DMON
+from toolkit.load.gpu.exporter import DCGM_EXPORTER
+from toolkit.load.gpu.format import TRACE, Format, Peek
+from toolkit.load.gpu.inventory import NVIDIA_SMI_APPS, NVIDIA_SMI_LIST
+from toolkit.load.gpu.smi import NVIDIA_SMI_CSV
+from toolkit.load.gpu.topology import NVIDIA_SMI_TOPO
+
+__all__ = ["FORMATS", "Format", "sniff_gpu_format", "trace_formats"]
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        NVIDIA_SMI_DMON,
+        DCGMI_DMON,
+        DCGM_EXPORTER,
+        NVIDIA_SMI_LIST,
+        NVIDIA_SMI_TOPO,
+        NVIDIA_SMI_APPS,
+        NVIDIA_SMI_CSV,
+    )
+}
+"""Format name → ``Format``, in sniffing order."""
+
+
+def sniff_gpu_format(path: str | Path) -> str | None:
+    """The GPU format of a file from its first lines (``nvidia-smi-csv``, ...), else None."""
+    peek = Peek(path)
+    if not peek.body:
+        return None
+    return next((f.name for f in FORMATS.values() if f.detect(peek)), None)
+
+
+def trace_formats() -> tuple[str, ...]:
+    """Names of the formats that are time series (what ``load_gpu_trace`` reads)."""
+    return tuple(f.name for f in FORMATS.values() if f.kind == TRACE)

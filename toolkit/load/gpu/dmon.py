@@ -16,7 +16,9 @@ import polars as pl
 
 from toolkit.errors import ParseError
 from toolkit.load.gpu.fields import DMON_FIELDS, column_name
-from toolkit.load.gpu.smi import Part, value_kind
+from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
+from toolkit.load.gpu.samples import trace_summarizer
+from toolkit.load.gpu.smi import value_kind
 from toolkit.load.text import scan_lines
 from toolkit.schema.gpu import SKIPPED, UNAVAILABLE
 
@@ -227,3 +229,22 @@ def _rounds(df: pl.DataFrame) -> pl.DataFrame:
         wrapped = pl.when(step < -43200).then(step + 86400).otherwise(step)
         df = df.with_columns(elapsed_s=wrapped.cum_sum().cast(pl.Float64)).drop("_tod")
     return df
+
+
+# ---------------------------------------------------------------------- the format
+def _detect(peek: Peek) -> bool:
+    return is_dmon_header(peek.first)
+
+
+def _load(path: Path, options: Options) -> Part:
+    return load_dmon(path, options.source, strict=options.strict, workdir=options.workdir)
+
+
+NVIDIA_SMI_DMON = Format(
+    FORMAT,
+    "nvidia-smi dmon [-s …] [-o D|T|DT]",
+    _detect,
+    _load,
+    trace_summarizer(_load),
+    TRACE,
+)

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from toolkit.errors import ParseError
 from toolkit.load import text as lines_io
 from toolkit.load.gpu.fields import column_name
-from toolkit.load.gpu.smi import UNSUPPORTED
+from toolkit.load.gpu.format import COMPANION, Format, Options, Peek
+from toolkit.load.gpu.smi import UNSUPPORTED, is_header
 from toolkit.schema.gpu import APPS, GPU_LIST
 
 LIST_FORMAT = "nvidia-smi-list"
@@ -46,7 +48,7 @@ def is_apps_header(line: str) -> bool:
 
 
 def load_gpu_list(path: str | Path) -> pl.DataFrame:
-    """``nvidia-smi -L`` → one row per GPU and per MIG device (``gpu_schema.GPU_LIST``).
+    """``nvidia-smi -L`` → one row per GPU and per MIG device (``toolkit.schema.gpu.GPU_LIST``).
 
     Raises
     ------
@@ -151,3 +153,52 @@ def load_compute_apps(path: str | Path, gpu_list: pl.DataFrame | None = None) ->
             gpu=pl.col("uuid").replace_strict(index, default=None, return_dtype=pl.Int32)
         )
     return df.select([*APPS.names(), *extra]).cast(dict(APPS))
+
+
+# ---------------------------------------------------------------------- the formats
+def _detect_list(peek: Peek) -> bool:
+    return is_gpu_list(peek.body)
+
+
+def _summarize_list(path: Path, options: Options) -> dict[str, Any]:
+    listing = load_gpu_list(path)
+    gpus = listing.filter(pl.col("mig_profile").is_null()).height
+    return {
+        "path": str(path),
+        "format": LIST_FORMAT,
+        "gpus": gpus,
+        "mig_devices": listing.height - gpus,
+    }
+
+
+def _detect_apps(peek: Peek) -> bool:
+    return is_header(peek.first) and is_apps_header(peek.first)
+
+
+def _summarize_apps(path: Path, options: Options) -> dict[str, Any]:
+    apps = load_compute_apps(path)
+    keys = [c for c in ("uuid", "pci_bus_id") if apps.get_column(c).null_count() < apps.height]
+    return {
+        "path": str(path),
+        "format": APPS_FORMAT,
+        "gpus": apps.select(keys).n_unique() if keys and apps.height else 0,
+        "processes": apps.height,
+    }
+
+
+NVIDIA_SMI_LIST = Format(
+    LIST_FORMAT,
+    "nvidia-smi -L: GPUs and their MIG devices with UUIDs",
+    _detect_list,
+    lambda path, options: load_gpu_list(path),
+    _summarize_list,
+    COMPANION,
+)
+NVIDIA_SMI_APPS = Format(
+    APPS_FORMAT,
+    "nvidia-smi --query-compute-apps=… --format=csv: processes per GPU",
+    _detect_apps,
+    lambda path, options: load_compute_apps(path),
+    _summarize_apps,
+    COMPANION,
+)

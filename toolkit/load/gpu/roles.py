@@ -1,6 +1,6 @@
 """``gpu_roles``: which GPU runs which pipeline stage, from a launch's ServerArgs.
 
-SGLang places scheduler processes like this (``entrypoints/engine.py``): per node, the stages
+SGLang's engine places scheduler processes like this: per node, the stages
 ``pp_size // nnodes`` of them, and for each stage the TP ranks ``tp_size // nodes_per_stage``
 of them, at ``base_gpu_id + (pp % pp_per_node) × tp_per_node + (tp % tp_per_node) ×
 gpu_id_step``. Plain data parallelism (``dp_size`` > 1 without ``enable_dp_attention``) runs
@@ -30,7 +30,7 @@ def gpu_roles(launch_or_server_args: Any) -> pl.DataFrame:
     Returns
     -------
     pl.DataFrame
-        One row per scheduler process, ``gpu_schema.ROLES``, sorted by node and GPU.
+        One row per scheduler process, ``toolkit.schema.gpu.ROLES``, sorted by node and GPU.
     """
     args = getattr(launch_or_server_args, "server_args", launch_or_server_args)
     if not isinstance(args, Mapping):

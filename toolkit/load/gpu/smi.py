@@ -22,6 +22,8 @@ import polars as pl
 
 from toolkit.errors import ParseError
 from toolkit.load.gpu.fields import SMI_FIELDS, column_name, smi_canonical
+from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
+from toolkit.load.gpu.samples import trace_summarizer
 from toolkit.load.text import head_lines, scan_lines
 from toolkit.schema.gpu import SKIPPED, UNAVAILABLE
 
@@ -44,19 +46,6 @@ class CsvField:
     unit: str | None
     column: str
     kind: str  # ts, gpu, float, str
-
-
-@dataclass
-class Part:
-    """What one loader made of one file: samples plus the accounting of everything else."""
-
-    path: str
-    format: str
-    lines: int
-    samples: pl.DataFrame
-    skipped: pl.DataFrame
-    unavailable: pl.DataFrame
-    notes: tuple[str, ...] = ()
 
 
 def parse_fields(cells: Sequence[str]) -> list[CsvField]:
@@ -402,3 +391,25 @@ def _empty(source: str, lines: int) -> Part:
         pl.DataFrame(schema=SKIPPED),
         pl.DataFrame(schema=UNAVAILABLE),
     )
+
+
+# ---------------------------------------------------------------------- the format
+def _detect(peek: Peek) -> bool:
+    # A compute-apps header is a query header too: that format is asked first.
+    return is_header(peek.first) or looks_like_values(peek.first)
+
+
+def _load(path: Path, options: Options) -> Part:
+    return load_smi_csv(
+        path, options.source, fields=options.fields, strict=options.strict, workdir=options.workdir
+    )
+
+
+NVIDIA_SMI_CSV = Format(
+    FORMAT,
+    "nvidia-smi --query-gpu=… --format=csv[,noheader][,nounits] [-l|-lms]",
+    _detect,
+    _load,
+    trace_summarizer(_load),
+    TRACE,
+)

@@ -17,6 +17,7 @@ import polars as pl
 
 from toolkit.errors import ParseError
 from toolkit.load import text as lines_io
+from toolkit.load.gpu.format import COMPANION, Format, Options, Peek
 from toolkit.schema.gpu import TOPOLOGY_DEVICES, TOPOLOGY_LINKS
 
 FORMAT = "nvidia-smi-topo"
@@ -37,9 +38,10 @@ class Topology:
     matrix
         The matrix as printed: a ``device`` column, then one column per device.
     links
-        Long form of the matrix (``gpu_schema.TOPOLOGY_LINKS``): src, dst, link, nvlinks, rank.
+        Long form of the matrix (``toolkit.schema.gpu.TOPOLOGY_LINKS``): src, dst, link,
+        nvlinks, rank.
     devices
-        One row per GPU and NIC with its affinity (``gpu_schema.TOPOLOGY_DEVICES``).
+        One row per GPU and NIC with its affinity (``toolkit.schema.gpu.TOPOLOGY_DEVICES``).
     p2p
         The ``topo -p2p`` matrix in long form (src, dst, status) when the file has one.
     interconnect
@@ -219,3 +221,26 @@ def _nic_legend(lines: list[str]) -> dict[str, str]:
         if m:
             out[m.group(1)] = m.group(2)
     return out
+
+
+# ---------------------------------------------------------------------- the format
+def _detect(peek: Peek) -> bool:
+    return find_header(peek.lines) is not None
+
+
+def _load(path: Path, options: Options) -> Topology:
+    return load_topology(path)
+
+
+def _summarize(path: Path, options: Options) -> dict[str, Any]:
+    return load_topology(path).summary()
+
+
+NVIDIA_SMI_TOPO = Format(
+    FORMAT,
+    "nvidia-smi topo -m (and -p2p r): GPU×GPU links, NICs, CPU/NUMA affinity",
+    _detect,
+    _load,
+    _summarize,
+    COMPANION,
+)

@@ -1,6 +1,6 @@
 """The ``Prefill batch`` / ``Decode batch`` message: its keys, and a reference reader in Python.
 
-The fast path (``toolkit.load.sglang.log``) types these lines with vectorized polars expressions;
+The fast path (``toolkit.load.sglang.plan``) types these lines with vectorized polars expressions;
 this module holds the shared key table and ``parse_batch_message``, the exact reader used for
 the few lines the fast path cannot settle (unknown keys, cut lines) and by the tests as the
 reference the fast path must agree with.

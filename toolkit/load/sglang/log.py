@@ -1,7 +1,8 @@
 """``load_sglang_log``: SGLang server logs of every version, under any wrapper, as typed tables.
 
-Each file is typed once into a Parquet store (``sglang_store``); the tables here are built from
-the stores on first use, so a multi-GB log never has to sit in memory as text.
+Each file is typed once into a Parquet store (``store``); the tables here are built from the
+stores on first use, so a multi-GB log never has to sit in memory as text. Launches and their
+startup facts are assembled in ``launches``, multi-line error records in ``error_records``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import re
 import shutil
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -19,41 +19,27 @@ import polars as pl
 
 from toolkit.errors import ParseError, ToolkitError
 from toolkit.load import text as lines_io
+from toolkit.load.sglang.error_records import group_errors
+from toolkit.load.sglang.launches import (
+    NO_DUMP,
+    Launch,
+    launch_table,
+    launches_from,
+    rejoined_dump,
+    startup_table,
+)
 from toolkit.load.sglang.plan import unreadable
-from toolkit.load.sglang.server_args import ServerArgsDump, ServerArgsError, parse_server_args
-from toolkit.load.sglang.startup import startup_facts
+from toolkit.load.sglang.server_args import ServerArgsDump
 from toolkit.load.sglang.store import Store, open_store
 from toolkit.load.sglang.wrappers import decode_header
-from toolkit.schema.sglang import BATCHES, ERRORS, EVENTS, HTTP, LAUNCHES, OTHER, RANK_TAGS, STARTUP
+from toolkit.schema.sglang import BATCHES, EVENTS, HTTP, OTHER, RANK_TAGS
+
+__all__ = ["FORMAT", "NO_DUMP", "Launch", "SGLangLog", "load_sglang_log"]
 
 FORMAT = "sglang-log"
 _RANK = re.compile(r"\b(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)\b")
 _ACCESS = r'^INFO:\s+(\S+) - "(\S+) (\S+)(?: [^"]*)?" (\d{3})'
 _TIME = ["lineno", "ts", "clock", "wrapper_ts"]
-NO_DUMP = "no server_args dump printed"
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One server start: its ``server_args`` dump and the startup facts each rank printed."""
-
-    index: int
-    source: str
-    lineno: int
-    ts: Any
-    server_args: dict[str, object]
-    complete: bool
-    problems: tuple[str, ...]
-    startup: pl.DataFrame = field(repr=False)
-
-    def facts(self) -> dict[str, object]:
-        """Fact → value where all ranks agree, else fact → {rank label: value}."""
-        out: dict[str, object] = {}
-        for (fact,), rows in self.startup.group_by("fact", maintain_order=True):
-            values = {_rank_label(r): _fact_value(r) for r in rows.iter_rows(named=True)}
-            distinct = {repr(v) for v in values.values()}
-            out[str(fact)] = next(iter(values.values())) if len(distinct) == 1 else values
-        return out
 
 
 class SGLangLog:
@@ -106,7 +92,7 @@ class SGLangLog:
 
     @cached_property
     def batches(self) -> pl.DataFrame:
-        """Every ``Prefill batch`` / ``Decode batch`` line, typed (see ``schema.BATCHES``)."""
+        """Every ``Prefill batch`` / ``Decode batch`` line, typed: ``schema.sglang.BATCHES``."""
         lf = self.scan().filter(pl.col("kind").is_in(["decode", "prefill"]) & ~pl.col("unresolved"))
         lf = lf.with_columns(complete=pl.lit(True), extra=pl.lit(None, pl.String))
         fixups = [
@@ -129,36 +115,9 @@ class SGLangLog:
     @cached_property
     def launches(self) -> list[Launch]:
         """One ``Launch`` per ``server_args=`` dump, with the startup facts that follow it."""
-        dumps = self._rows(["server_args"], ["message"])
-        startup = self.startup
-        out = []
-        if startup.filter(pl.col("launch") == 0).height and not dumps.height:
-            # Versions before 0.2 print no dump: the startup facts alone mark the launch.
-            first = startup.row(0, named=True)
-            dumps = pl.DataFrame(
-                [{**first, "_order": 0, "message": None}], schema_overrides={"message": pl.String}
-            ).select(dumps.columns)
-        for i, row in enumerate(dumps.iter_rows(named=True)):
-            parsed = _parse_dump(row["message"])
-            if not parsed.complete and row["message"] is not None:
-                parsed = self._rejoined_dump(row["source"], row["lineno"], parsed)
-            out.append(
-                Launch(
-                    index=i,
-                    source=row["source"],
-                    lineno=row["lineno"],
-                    ts=row["ts"],
-                    server_args=parsed.args,
-                    complete=parsed.complete,
-                    problems=parsed.problems,
-                    startup=startup.filter(pl.col("launch") == i),
-                )
-            )
-        return out
+        return launches_from(self._rows(["server_args"], ["message"]), self.startup, self._rejoin)
 
-    def _rejoined_dump(self, source: str, lineno: int, cut: ServerArgsDump) -> ServerArgsDump:
-        """A dump a wrapper split over several lines (Kubernetes ``P`` records, journald's
-        ``LineMax``), joined back from the unprefixed lines that follow it."""
+    def _rejoin(self, source: str, lineno: int, cut: ServerArgsDump) -> ServerArgsDump:
         following = (
             self.scan()
             .filter((pl.col("source") == source) & pl.col("lineno").is_between(lineno, lineno + 16))
@@ -166,43 +125,12 @@ class SGLangLog:
             .sort("lineno")
             .collect()
         )
-        text = None
-        for r in following.iter_rows(named=True):
-            if r["lineno"] == lineno:
-                text = r["message"]
-                continue
-            if r["has_prefix"] or text is None:
-                break
-            text += r["message"] or ""
-            joined = _parse_dump(text)
-            if joined.complete:
-                note = f"joined from lines {lineno}-{r['lineno']} (split by the log wrapper)"
-                return ServerArgsDump(joined.args, True, (*joined.problems, note), joined.style)
-        return cut
+        return rejoined_dump(following, lineno, cut)
 
     @cached_property
     def launch_table(self) -> pl.DataFrame:
         """The launches as a table: one row each, key parallel settings as columns."""
-        rows = []
-        for launch in self.launches:
-            args = dict(launch.server_args)
-            if args.get("pp_max_micro_batch_size") is None:
-                args["pp_max_micro_batch_size"] = args.get("max_micro_batch_size")  # ≤0.5.1 name
-            row = {
-                "source": launch.source,
-                "lineno": launch.lineno,
-                "ts": launch.ts,
-                "launch": launch.index,
-                "complete": launch.complete,
-            }
-            for name, dtype in LAUNCHES.items():
-                if name not in row:
-                    value = args.get(name)
-                    wanted = str if dtype == pl.String else int
-                    ok = isinstance(value, wanted) and not isinstance(value, bool)
-                    row[name] = value if ok else None
-            rows.append(row)
-        return pl.DataFrame(rows, schema=LAUNCHES, orient="row")
+        return launch_table(self.launches)
 
     @cached_property
     def startup(self) -> pl.DataFrame:
@@ -210,31 +138,9 @@ class SGLangLog:
 
         A fact belongs to the launch whose ``server_args`` dump precedes it in its file.
         """
-        df = self._rows(["startup", "server_args"], ["kind", "message", *RANK_TAGS])
-        dumps = df.filter(pl.col("kind") == "server_args")
-        # Launches are numbered in the order ``launches`` lists them (one clock across files);
-        # a fact belongs to the latest dump before it in its own file.
-        index = {(src, n): i for i, (src, n) in enumerate(dumps.select("source", "lineno").rows())}
-        rows = []
-        current: dict[str, int] = {}
-        for r in df.sort("_order", "lineno").iter_rows(named=True):
-            if r["kind"] == "server_args":
-                current[r["source"]] = index[(r["source"], r["lineno"])]
-                continue
-            # Before the first dump of a file no launch is known, unless the version prints
-            # no dump at all (before 0.2): then the facts mark the only launch.
-            launch = current.get(r["source"], None if dumps.height else 0)
-            for fact, value, text in startup_facts(r["message"]):
-                rows.append(
-                    {
-                        **{c: r[c] for c in ("source", "lineno", "ts", *RANK_TAGS)},
-                        "launch": launch,
-                        "fact": fact,
-                        "value": value,
-                        "text": text,
-                    }
-                )
-        return pl.DataFrame(rows, schema=STARTUP, orient="row")
+        return startup_table(
+            self._rows(["startup", "server_args"], ["kind", "message", *RANK_TAGS])
+        )
 
     @cached_property
     def http(self) -> pl.DataFrame:
@@ -383,7 +289,7 @@ class SGLangLog:
     def _error_groups(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         kind = pl.col("kind")
         candidates = (kind == "error") | (kind.is_in(["other", "progress"]) & ~pl.col("has_prefix"))
-        return _group_errors(self._minor.filter(candidates))
+        return group_errors(self._minor.filter(candidates))
 
     def _error_spans(self) -> pl.DataFrame:
         return self._error_groups[1]
@@ -431,15 +337,6 @@ def load_sglang_log(
     return log
 
 
-def _parse_dump(message: str | None) -> ServerArgsDump:
-    if message is None:
-        return ServerArgsDump({}, False, (NO_DUMP,))
-    try:
-        return parse_server_args(message.removeprefix("server_args="))
-    except ServerArgsError as e:
-        return ServerArgsDump({}, False, (str(e),))
-
-
 def _check_strict(log: SGLangLog) -> None:
     bad = log.batches.filter(~pl.col("complete"))
     if bad.height:
@@ -456,70 +353,5 @@ def _check_strict(log: SGLangLog) -> None:
         raise ParseError(r["source"], r["lineno"], reason, r["message"])
 
 
-# ---------------------------------------------------------------------- records
-def _group_errors(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Error lines and the unprefixed lines that continue them (tracebacks), as records."""
-    records: list[dict[str, Any]] = []
-    spans: list[tuple[str, int]] = []
-    current: dict[str, Any] | None = None
-    for r in rows.iter_rows(named=True):
-        if (
-            current is not None
-            and r["source"] == current["source"]
-            and r["lineno"] == current["end_lineno"] + 1
-            and not r["has_prefix"]
-        ):
-            current["end_lineno"] = r["lineno"]
-            current["lines"].append(r["message"] or "")
-            spans.append((r["source"], r["lineno"]))
-            continue
-        current = None
-        if r["kind"] == "error":
-            keep = ("source", "lineno", "ts", *RANK_TAGS)
-            current = {
-                **{k: r[k] for k in keep},
-                "end_lineno": r["lineno"],
-                "lines": [r["message"]],
-                "first_level": r["level"],
-            }
-            records.append(current)
-            spans.append((r["source"], r["lineno"]))
-    table = [_record(rec) for rec in records]
-    spans_df = pl.DataFrame(spans, schema={"source": pl.String, "lineno": pl.Int64}, orient="row")
-    return (
-        pl.DataFrame(table, schema=ERRORS, orient="row"),
-        spans_df.with_columns(_err=pl.lit("error")),
-    )
-
-
-def _record(rec: dict[str, Any]) -> dict[str, Any]:
-    lines = rec.pop("lines")
-    printed_level = rec.pop("first_level")
-    text = "\n".join(lines)
-    if "Traceback (most recent call last)" in text:
-        level = "traceback"
-        tail = [ln for ln in lines if ln and not ln.startswith((" ", "\t"))]
-        summary = tail[-1] if tail else lines[0]
-    else:
-        warned = printed_level == "WARNING" or re.search(r"WARNING|Warning\b", lines[0])
-        level = "warning" if warned else "error"
-        summary = lines[0]
-    return {**rec, "level": level, "summary": summary, "text": text}
-
-
 def _rank_tags(text: str) -> dict[str, int]:
     return {t.lower(): int(n) for t, n in _RANK.findall(text)}
-
-
-def _rank_label(row: dict[str, Any]) -> str:
-    return " ".join(f"{t.upper()}{row[t]}" for t in RANK_TAGS if row.get(t) is not None) or "main"
-
-
-def _fact_value(row: dict[str, Any]) -> object:
-    """A startup fact as the user thinks of it: a number, a list of sizes, or its text."""
-    text, value = row["text"], row["value"]
-    if text is not None and text.startswith("["):
-        return [int(x) for x in re.findall(r"\d+", text)]
-    if value is None:
-        return text
-    return int(value) if float(value).is_integer() else value

@@ -1,7 +1,6 @@
 """Read SGLang's ``server_args=`` dump and ``launch_server`` command lines into plain dicts.
 
-SGLang logs its configuration once per launch, in one of two shapes (see
-``shared/formats/sglang-log-formats.md`` §2):
+SGLang logs its configuration once per launch, after ``server_args=``, in one of two shapes:
 
 * up to 0.5.18 a dataclass repr, ``ServerArgs(model_path='/m', tp_size=8, ...)``;
 * from 0.5.20 a dict repr, ``{'model_path': '/m', 'tp_size': 8, ...}``.

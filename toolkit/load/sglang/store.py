@@ -1,17 +1,24 @@
 """One SGLang log file → its typed line store (Parquet), cached next to the input.
 
-The store of a file is four pieces keyed by the file's path, size, mtime and the versions that
-wrote it: ``lines`` (every line, typed by the streaming pass), ``fix`` (batch lines the pass
-left unresolved, typed by the slower tiers), ``kinds`` (``other`` lines that are errors,
-progress bars or journal markers) and ``meta`` (wrapper, counts, clock offset).
+The store of a file is four pieces: ``lines`` (every line, typed by the streaming pass),
+``fix`` (batch lines the pass left unresolved, typed by the slower tiers), ``kinds`` (``other``
+lines that are errors, progress bars or journal markers) and ``meta`` (wrapper, counts, clock
+offset). They are keyed by the file's path, size and mtime and by what shaped them
+(``store_version``): the declared columns the store writes, the source of the code that types
+them, and the ppscope and polars versions. A changed field list can never be served from an
+entry written before the change.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import json
 import re
+import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import polars as pl
@@ -28,9 +35,9 @@ from toolkit.load.sglang.plan import (
     unreadable,
 )
 from toolkit.load.sglang.wrappers import sniff_wrapper, wrapper_named
+from toolkit.schema import sglang as sglang_schema
 from toolkit.schema.sglang import BATCHES
 
-STORE_VERSION = "7"  # bump when the stored columns change
 _YEAR = re.compile(r"\[(\d{4})-\d\d-\d\d \d\d:\d\d:\d\d")
 
 
@@ -243,9 +250,79 @@ def _fixups(lines: pl.LazyFrame) -> pl.DataFrame:
 
 def _cache_key(path: Path) -> str:
     st = path.stat()
-    versions = f"{__version__}|{STORE_VERSION}|{pl.__version__}"
-    raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{versions}"
+    raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{store_version()}"
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def store_version() -> str:
+    """What a stored entry depends on besides its input file.
+
+    The declared columns are read each time (cheap), the code's source once per process.
+    """
+    return f"{__version__}|{pl.__version__}|{declared_columns()}|{code_version()}"
+
+
+def declared_columns() -> str:
+    """A digest of the columns the store writes, as ``toolkit.schema.sglang`` declares them:
+    every batch-line field (printed key, column, type) and the names and types of the
+    ``EVENTS`` and ``BATCHES`` tables."""
+    fields = [f"{f.key}>{f.column}:{f.dtype!r}" for f in sglang_schema.BATCH_FIELDS]
+    tables = [
+        f"{table}.{name}:{dtype!r}"
+        for table in ("EVENTS", "BATCHES")
+        for name, dtype in getattr(sglang_schema, table).items()
+    ]
+    return hashlib.sha256("\n".join(fields + tables).encode()).hexdigest()[:16]
+
+
+@cache
+def code_version() -> str:
+    """A digest of the source of the modules that shape what is stored: this one and every
+    ``toolkit.load`` or ``toolkit.schema`` module it imports, directly or not."""
+    digest = hashlib.sha256()
+    for name in sorted(store_modules()):
+        digest.update(name.encode())
+        digest.update(_source(name))
+    return digest.hexdigest()[:16]
+
+
+def store_modules() -> set[str]:
+    """This module and the ``toolkit.load`` / ``toolkit.schema`` modules it imports, closed
+    over their own imports (read from their source with ``ast``, not by importing)."""
+    seen: set[str] = set()
+    pending = [__name__]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        tree = ast.parse(_source(name))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found = [_module_of(node.module, alias.name) for alias in node.names]
+            elif isinstance(node, ast.Import):
+                found = [alias.name for alias in node.names]
+            else:
+                continue
+            pending += [m for m in found if m.startswith(("toolkit.load", "toolkit.schema"))]
+    return seen
+
+
+def _module_of(package: str, name: str) -> str:
+    """``from package import name``: the submodule ``package.name`` if it is one."""
+    try:
+        return f"{package}.{name}" if importlib.util.find_spec(f"{package}.{name}") else package
+    except ImportError:  # ``package`` is a module, ``name`` one of its attributes
+        return package
+
+
+def _source(module: str) -> bytes:
+    loaded = sys.modules.get(module)
+    origin = getattr(loaded, "__file__", None)
+    if origin is None:
+        spec = importlib.util.find_spec(module)
+        origin = spec.origin if spec is not None else None
+    return Path(origin).read_bytes() if origin else b""
 
 
 def cache_dir(path: Path) -> Path:

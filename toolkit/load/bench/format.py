@@ -1,0 +1,176 @@
+"""What a benchmark result format is to ppscope: how it is recognized, read and summarized.
+
+Every reader module (``sglang``, ``vllm``, ``nvidia``, ``aiperf``, ``sweep_csv``) exports one
+``Format`` per format it reads; ``toolkit.load.bench.FORMATS`` lists them in sniffing order.
+A format's ``load`` returns the runs it finds as ``Parsed`` (before labels and layouts are
+resolved); the files here are read whole, ``.gz`` decompressed first.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import shutil
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from toolkit.load import text as lines_io
+from toolkit.load.bench.common import Parsed
+
+FILE = "file"
+"""Kind of the formats whose whole file is a result (JSON, JSONL, CSV exports)."""
+EMBEDDED = "embedded"
+"""Kind of the formats printed inside any text log, a server log included."""
+
+HEAD_LINES = 400
+"""Lines of a file the detectors see."""
+MAX_JSON_BYTES = 256 << 20
+"""Larger files are not parsed whole to recognize them; their key names decide."""
+NOT_JSON = object()
+"""``Peek.json`` of a file that does not parse as JSON."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a reader may need besides the file: a generic CSV's ``{column: header}``
+    ``mapping``, and whether a run directory's server log may be cached (``cache``)."""
+
+    mapping: dict[str, str] | None = None
+    cache: bool = True
+
+
+class Peek:
+    """The beginning of a file as the detectors read it, each part computed once per file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @cached_property
+    def head(self) -> list[str]:
+        """The first ``HEAD_LINES`` lines."""
+        return lines_io.head_lines(self.path, n=HEAD_LINES)
+
+    @cached_property
+    def first(self) -> str:
+        """The first non-blank line, stripped (a byte order mark too); ``""`` if none."""
+        return next((ln.lstrip("\ufeff").strip() for ln in self.head if ln.strip()), "")
+
+    @cached_property
+    def text(self) -> str:
+        """``head`` as one string."""
+        return "\n".join(self.head)
+
+    @cached_property
+    def json(self) -> Any:
+        """The JSON value of the first line (JSONL), else of the whole file, else ``NOT_JSON``.
+
+        Only for a file whose first line opens an object or array; the whole file is parsed
+        only up to ``MAX_JSON_BYTES``.
+        """
+        if not self.first.startswith(("{", "[")):
+            return NOT_JSON
+        try:
+            return json.loads(self.first)
+        except json.JSONDecodeError:
+            pass
+        if self.path.stat().st_size <= MAX_JSON_BYTES:
+            try:
+                return json.loads(file_text(self.path))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                pass
+        return NOT_JSON
+
+    @cached_property
+    def json_object(self) -> dict[str, Any] | None:
+        """``json`` when it is an object, else None."""
+        return self.json if isinstance(self.json, dict) else None
+
+    def contains(self, needle: bytes) -> bool:
+        """Whether the whole (decompressed) file holds ``needle`` anywhere."""
+        return contains(self.path, needle)
+
+
+Detector = Callable[[Peek], bool]
+Loader = Callable[[Path, Options], list[Parsed]]
+Summarizer = Callable[[Path, Options], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Format:
+    """One benchmark result format: its public name, how to recognize, read and summarize it.
+
+    Attributes
+    ----------
+    name
+        The format's name in the ``format`` column and in ``ppscope parse`` output.
+    description
+        One line: which client writes it, and how.
+    detect
+        True when a file (``Peek``) is this format. Detectors are asked in registry order; the
+        first that says yes names the file.
+    load
+        ``load(path, options)``: the runs of the file, as ``Parsed``.
+    summarize
+        ``summarize(path, options)``: the file's ``ppscope parse --json`` entry (path, format,
+        runs, layouts), as ``summarize_results`` builds it.
+    kind
+        ``FILE`` or ``EMBEDDED``.
+    """
+
+    name: str
+    description: str
+    detect: Detector
+    load: Loader
+    summarize: Summarizer
+    kind: str
+
+
+# ----------------------------------------------------------------------------- reading
+@contextmanager
+def plain_file(path: Path) -> Iterator[Path]:
+    """The file itself, or a decompressed temporary copy of a ``.gz``."""
+    if not lines_io.is_gzip(path):
+        yield path
+        return
+    work = lines_io.workdir()
+    try:
+        plain, _ = lines_io.plain_copy(path, work)
+        yield plain
+    finally:
+        shutil.rmtree(work, True)
+
+
+def file_text(path: Path) -> str:
+    """The whole (decompressed) file as text; invalid UTF-8 replaced, a byte order mark cut."""
+    with plain_file(path) as plain:
+        return plain.read_bytes().decode("utf-8", "replace").lstrip("\ufeff")
+
+
+def contains(path: Path, needle: bytes) -> bool:
+    """Whether the (decompressed) file holds ``needle``, without reading it into memory."""
+    if path.stat().st_size == 0:
+        return False
+    if not lines_io.is_gzip(path):
+        with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return m.find(needle) >= 0
+    inflater = zlib.decompressobj(wbits=31)
+    tail = b""
+    with path.open("rb") as f:
+        try:
+            while chunk := f.read(1 << 20):
+                while chunk:
+                    data = tail + inflater.decompress(chunk)
+                    if needle in data:
+                        return True
+                    tail = data[-len(needle) :]  # a match may straddle two chunks
+                    chunk = inflater.unused_data  # a concatenated gzip member follows
+                    if chunk:
+                        inflater = zlib.decompressobj(wbits=31)
+        except zlib.error:
+            return False  # a damaged archive: what came before the damage was searched
+    return False
