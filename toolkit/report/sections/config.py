@@ -1,0 +1,77 @@
+"""ServerArgs and the values SGLang derived from them, side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from toolkit.analyze.config import config_diff as diff_launches
+from toolkit.chart.config import config_diff_chart
+from toolkit.report.context import redacting
+from toolkit.report.redact import REDACTED, is_secret_key, redact_text
+from toolkit.report.runs import RunSet
+from toolkit.report.view import (
+    View,
+    note,
+    para,
+)
+
+__all__ = ["config_diff"]
+
+
+def _redacted_diff(diff: pl.DataFrame) -> pl.DataFrame:
+    """The diff with secret settings' values replaced and every value's text redacted."""
+    if not redacting() or not diff.height:
+        return diff
+    secret = pl.col("key").map_elements(is_secret_key, return_dtype=pl.Boolean)
+    value = pl.col("value").map_elements(redact_text, return_dtype=pl.String)
+    shown = pl.col("value").is_not_null() & (pl.col("value") != "null")
+    return diff.with_columns(
+        value=pl.when(secret & shown).then(pl.lit(f'"{REDACTED}"')).otherwise(value)
+    )
+
+
+def config_diff(
+    runs: RunSet,
+    *,
+    labels: Sequence[str] | None = None,
+    only_different: bool = True,
+    contains: str = "",
+) -> View:
+    """ServerArgs and the values SGLang derived from them, side by side (``analyze.config``).
+
+    Parameters
+    ----------
+    labels
+        Runs to compare (default all).
+    only_different
+        Only the settings the runs disagree on; else every performance setting too.
+    contains
+        Keep settings whose name contains this text.
+    """
+    chosen = [runs.get(lab) for lab in labels] if labels else list(runs)
+    with_launch = [r for r in chosen if r.launch is not None]
+    missing = [runs.label_of(r) for r in chosen if r.launch is None]
+    items: list[Any] = []
+    if missing:
+        items.append(note(f"No ServerArgs dump for {', '.join(missing)}."))
+    if not with_launch:
+        items.append(note("No ServerArgs dump: nothing to compare."))
+        return View("config", items)
+    names = [runs.label_of(r) for r in with_launch]
+    diff = diff_launches(
+        *[r.launch for r in with_launch],
+        labels=names,
+        only_changed=only_different and len(with_launch) > 1,
+    )
+    if contains:
+        diff = diff.filter(pl.col("key").str.contains(contains, literal=True))
+    diff = _redacted_diff(diff)
+    shown = diff.select("key", "group", "run", "value")
+    if not diff.height:
+        items.append(para("No setting differs" + (f" matching {contains!r}." if contains else ".")))
+        return View("config", items, {"config_diff": shown})
+    items.append(config_diff_chart(diff))
+    return View("config", items, {"config_diff": shown})

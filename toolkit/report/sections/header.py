@@ -1,0 +1,104 @@
+"""The report's header: which runs, on what hardware, and a banner for synthetic data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from toolkit.load.run import Run
+from toolkit.report.redact import escape
+from toolkit.report.runs import RunSet
+from toolkit.report.view import (
+    STYLE,
+    View,
+    clean,
+    para,
+)
+
+__all__ = ["header"]
+
+
+def _sglang_version(run: Run) -> str | None:
+    launch = run.launch
+    if launch is None:
+        return None
+    # SGLang does not print its version in the server log; a loader that finds it elsewhere
+    # (a banner, pip freeze) reports it as a startup fact
+    for key in ("sglang_version", "version"):
+        value = launch.facts().get(key)
+        if isinstance(value, str | int | float):
+            return str(value)
+    return None
+
+
+def _gpus(runs: RunSet, run: Run) -> int | None:
+    trace = runs.gpu(run)
+    if trace is not None:
+        return int(trace.samples.select(pl.struct("host", "gpu").n_unique()).item())
+    return run.layout.gpus if run.layout.known else None
+
+
+def header(runs: RunSet) -> View:
+    """Which runs, on what hardware and interconnect, which SGLang; a banner for synthetic data."""
+    rows = []
+    for run, label, given in zip(runs, runs.labels, runs.paths, strict=True):
+        topo = runs.topology(run)
+        interconnect = run.config.interconnect or (topo.interconnect if topo else None)
+        span = None
+        if run.log is not None and run.log.batches.height:
+            ts = run.log.batches["ts"].drop_nulls()
+            if ts.len():
+                span = f"{ts.min()} – {ts.max()}"
+        model_path = run.launch.server_args.get("model_path") if run.launch else None
+        rows.append(
+            {
+                "run": label,
+                "directory": given,
+                "layout": run.layout.describe(),
+                "layout from": run.layout.layout_from,
+                "hardware": run.config.hardware,
+                "interconnect": interconnect
+                + (" (from topology)" if topo and not run.config.interconnect else "")
+                if interconnect
+                else None,
+                "GPUs": _gpus(runs, run),
+                "SGLang": _sglang_version(run) or "not in the log",
+                "model": clean(Path(str(model_path)).name) if model_path else None,
+                "log span": span,
+                "synthetic": run.config.synthetic,
+            }
+        )
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    notes = [(label, run.config.notes) for run, label in zip(runs, runs.labels, strict=True)]
+    items: list[Any] = [STYLE]
+    synthetic = [r["run"] for r in rows if r["synthetic"]]
+    if synthetic:
+        items.append(
+            '<div class="ppscope-banner">Synthetic data: '
+            f"{escape(', '.join(synthetic))} "
+            f"{'was' if len(synthetic) == 1 else 'were'} generated, not measured. "
+            "Numbers illustrate the method; they describe no real machine.</div>"
+        )
+    hardware = sorted({r["hardware"] for r in rows if r["hardware"]})
+    link = sorted({r["interconnect"].split(" ")[0] for r in rows if r["interconnect"]})
+    items.append(
+        para(
+            f"{', '.join(runs.labels)}"
+            + (f" on {', '.join(hardware)}" if hardware else "")
+            + (f" ({', '.join(link)})" if link else "")
+            + "."
+        )
+    )
+    items.append(frame.drop("synthetic"))
+    for label, text in notes:
+        if text:
+            items.append(
+                f"<details><summary>notes on {escape(label)} (run.toml)</summary>"
+                f"<p>{escape(clean(text))}</p></details>"
+            )
+    records = [
+        r | {"notes": clean(t) if t else None} for r, (_, t) in zip(rows, notes, strict=True)
+    ]
+    return View("header", items, {"runs": records})

@@ -1,0 +1,81 @@
+"""What the sections share: the chart budget, the run a view shows, a run's frames."""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from toolkit.errors import ToolkitError
+from toolkit.load.gpu.trace import gpu_roles
+from toolkit.load.run import Run
+from toolkit.report.runs import RunSet
+from toolkit.report.view import (
+    View,
+    note,
+)
+
+__all__ = [
+    "MAX_POINTS",
+    "gpu_labels",
+    "no_bench",
+    "pick_run",
+    "pp_size_of",
+    "run_frames",
+    "titled",
+]
+
+
+MAX_POINTS = 20_000
+"""Most data points one chart may carry; longer series are bucketed (means) to fit."""
+
+
+def titled(chart: alt.TopLevelMixin, label: str) -> alt.TopLevelMixin:
+    """A chart of one run, its title prefixed with the run's label (sections show several)."""
+    title = chart.to_dict(validate=False).get("title")
+    if isinstance(title, dict) and "text" in title:
+        text = f"{label}: {title['text']}"
+        return chart.properties(title=alt.TitleParams(**{**title, "text": text}))
+    if isinstance(title, str):
+        return chart.properties(title=f"{label}: {title}")
+    return chart.properties(title=label)
+
+
+def no_bench(key: str) -> View:
+    return View(key, [note("No benchmark results in these runs: nothing to compare.")], {key: None})
+
+
+def pp_size_of(run: Run) -> int | None:
+    """The run's pipeline stages (1 without PP), None when its layout is unknown."""
+    return run.layout.pp if run.layout.known else None
+
+
+def run_frames(runs: RunSet, run: Run) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """The run's batch lines and GPU samples (None when missing)."""
+    trace = runs.gpu(run)
+    batches = run.log.batches if run.log is not None else None
+    return batches, trace.samples if trace is not None else None
+
+
+def pick_run(runs: RunSet, run: str | None) -> Run:
+    """The named run, else the first pipeline-parallel run with a log, else the first run."""
+    if run:
+        return runs.get(run)
+    for r in runs:
+        if r.log is not None and r.layout.pp > 1:
+            return r
+    return next((r for r in runs if r.log is not None), runs.runs[0])
+
+
+def gpu_labels(runs: RunSet, run: Run) -> dict[int, str]:
+    """GPU index → ``PP3 (GPU 3)`` from the launch's layout, else ``GPU 3``."""
+    trace = runs.gpu(run)
+    indices = sorted(trace.samples["gpu"].drop_nulls().unique().to_list()) if trace else []
+    names = {g: f"GPU {g}" for g in indices}
+    if run.launch is not None:
+        try:
+            roles = gpu_roles(run.launch)
+        except ToolkitError:
+            return names
+        if run.layout.pp > 1:
+            names |= dict(zip(roles["gpu"].to_list(), roles["label"].to_list(), strict=True))
+    return names

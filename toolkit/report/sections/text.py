@@ -1,0 +1,74 @@
+"""Text sections: log excerpts, the glossary and the provenance block."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from toolkit.report.context import provenance_record
+from toolkit.report.provenance import provenance, provenance_html
+from toolkit.report.runs import RunSet
+from toolkit.report.view import (
+    View,
+    clean_frame,
+    para,
+)
+from toolkit.schema.bench import METRIC_GLOSSARY
+from toolkit.schema.sglang import BATCH_FIELDS
+
+__all__ = ["glossary", "log_excerpts", "provenance_view"]
+
+
+def log_excerpts(runs: RunSet, n: int = 12) -> View:
+    """Warnings, errors and tracebacks of each log (first ``n``), escaped and redacted."""
+    frames, counts = [], {}
+    for run, label in zip(runs, runs.labels, strict=True):
+        if run.log is None:
+            continue
+        errors = run.log.errors
+        counts[label] = dict(errors.group_by("level").len().iter_rows())
+        frames.append(
+            errors.head(n).select(pl.lit(label).alias("run"), "lineno", "ts", "level", "summary")
+        )
+    if not frames or not sum(f.height for f in frames):
+        return View(
+            "log", [para("No warnings, errors or tracebacks in these logs.")], {"log": counts}
+        )
+    data = clean_frame(pl.concat(frames))
+    return View("log", [data], {"log": counts})
+
+
+def glossary() -> View:
+    """What the metrics and log fields in this report mean."""
+    rows = [
+        {"name": m.name, "meaning": m.meaning, "where it comes from": m.tools}
+        for m in METRIC_GLOSSARY
+    ]
+    wanted = {"running_req", "token", "token_usage", "cuda_graph", "gen_tok_s", "queue_req"}
+    rows += [
+        {"name": f.column, "meaning": f.doc, "where it comes from": f"`{f.key}` in batch lines"}
+        for f in BATCH_FIELDS
+        if f.column in wanted
+    ]
+    rows.append(
+        {
+            "name": "util_pct",
+            "meaning": "share of time a kernel ran on the GPU; a NCCL kernel waiting for its "
+            "pipeline peer counts as busy, so read it with power and SM clock",
+            "where it comes from": "nvidia-smi utilization.gpu, dmon sm, DCGM GPU_UTIL",
+        }
+    )
+    return View("glossary", [pl.DataFrame(rows)])
+
+
+def provenance_view(runs: RunSet, params: Mapping[str, Any] | None = None) -> View:
+    """Version, parameters and every input file with its size and sha256.
+
+    In a batch render the record is the one ``render`` computed (inputs hashed once).
+    """
+    record = provenance_record() or provenance(
+        runs.paths, dict(params) if params is not None else {"runs": ",".join(runs.paths)}
+    )
+    return View("provenance", [provenance_html(record)])
