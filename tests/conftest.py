@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import TEST_DATA
 from hypothesis import HealthCheck, settings
 
 # Tests run on busy 2-core machines: no deadline, slow generation tolerated, and the same
@@ -33,7 +34,7 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-DATA = Path(__file__).parent / "data"
+DATA = TEST_DATA
 
 
 @pytest.fixture

@@ -7,11 +7,13 @@ Every module of every package is read with ``ast`` and every import form counts:
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-ROOT = Path(__file__).parent.parent / "toolkit"
+ROOT = REPO / "toolkit"
 
 # Bottom first. A module may import from its own layer and the layers before it.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -121,3 +123,11 @@ def test_downward_and_relative_imports_pass() -> None:
 def test_no_module_is_over_500_lines(path: Path) -> None:
     lines = path.read_text().count("\n")
     assert lines <= 520, f"{path.relative_to(ROOT)} has {lines} lines: split it by job"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_pointer_outside_the_repository(path: Path) -> None:
+    """Docstrings state facts where they are used; they never send the reader elsewhere."""
+    text = path.read_text()
+    for pattern in (r"shared/", r"\bformats/", r"\.md\b", "§"):
+        assert not re.search(pattern, text), f"{path.relative_to(ROOT)} mentions {pattern!r}"

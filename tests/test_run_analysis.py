@@ -7,12 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import SAMPLE
 
 from toolkit.cli.main import main
 from toolkit.report.runs import load_runs
 from toolkit.run_analysis import RunAnalysis, observed_points
 
-INCIDENT = Path(__file__).parent.parent / "data" / "incident"
+INCIDENT = SAMPLE
 
 
 @pytest.fixture

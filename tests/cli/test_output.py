@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import TEST_DATA
 
 from toolkit.cli.main import main
 from toolkit.cli.output import Progress, aligned
 
-SGLANG = Path(__file__).parent.parent / "data" / "sglang"
+SGLANG = TEST_DATA / "sglang"
 
 
 def test_a_wide_table_is_cut_into_blocks_that_repeat_the_key() -> None:

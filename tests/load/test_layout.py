@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers import TEST_DATA
+
 from toolkit import load_run
 from toolkit.load.layout import resolve_layout
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = TEST_DATA
 
 
 def test_the_dump_wins_and_the_startup_summary_resolves_settings() -> None:

@@ -1,0 +1,107 @@
+"""Slot occupancy: phases, the #token estimate of running requests and active slots."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import polars as pl
+import pytest
+from helpers import TEST_DATA
+
+from toolkit.analyze.config import launch_layout
+from toolkit.analyze.occupancy import (
+    OCCUPANCY,
+    OCCUPANCY_PHASES,
+    PHASES,
+    decode_phases,
+    occupancy_summary,
+    prompt_length,
+    slot_occupancy,
+)
+from toolkit.load.run import load_run
+
+DIAG = TEST_DATA / "diagnose"
+
+
+def _summary(name: str, bench: bool = True) -> pl.DataFrame:
+    run = load_run(DIAG / name, cache=False)
+    launch = run.launch
+    args = launch.server_args
+    batches = run.log.batches
+    phases = decode_phases(batches, run.bench.runs if bench else None, chunked_prefill_size=8192)
+    occ = slot_occupancy(
+        batches, phases, pp_size=args["pp_size"], async_depth=args["pp_async_batch_depth"]
+    )
+    assert phases.schema == PHASES and occ.schema == OCCUPANCY
+    out = occupancy_summary(occ, phases, launch_layout(args, launch.facts()))
+    assert out.schema == OCCUPANCY_PHASES
+    return out
+
+
+def test_incident_pp8_runs_32_requests_in_4_of_16_slots() -> None:
+    summary = _summary("pp8-underfilled")
+    c32 = summary.filter(pl.col("offered") == 32).row(0, named=True)
+    assert c32["slot_req"] == 8  # what the log shows: one slot
+    assert c32["running_est"] == pytest.approx(32, rel=0.1)
+    assert c32["active_slots_est"] == pytest.approx(4, abs=0.5)
+    assert (c32["slots"], c32["stages"]) == (16, 8)
+    assert (c32["replay"], c32["replay_active"]) == ("4×8", 4)  # admission replay agrees
+
+
+def test_tp8_has_one_slot_holding_every_request() -> None:
+    c32 = _summary("tp8").filter(pl.col("offered") == 32).row(0, named=True)
+    assert c32["active_slots_est"] == pytest.approx(1, abs=0.1)
+    assert c32["slots"] == 1
+
+
+def test_phases_without_benchmark_come_from_pauses() -> None:
+    summary = _summary("pp8-underfilled", bench=False)
+    assert summary["offered"].null_count() == summary.height
+    assert summary.height == 2
+    # prompt length from the Prefill lines instead of the benchmark
+    assert summary.row(1, named=True)["active_slots_est"] == pytest.approx(4, abs=0.5)
+
+
+def test_prompt_length_discounts_chunk_continuations() -> None:
+    # 32 requests of 1000 tokens in passes of 8192: 9 + 9 + 9 + 8 seqs, three of them cut.
+    prefill = pl.DataFrame(
+        {
+            "new_seq": [9, 9, 9, 8],
+            "new_token": [8192, 8192, 8192, 7424],
+            "cached_token": [0, 0, 0, 0],
+        }
+    )
+    assert prompt_length(prefill, 8192) == pytest.approx(1000)
+    assert prompt_length(prefill.head(0), 8192) is None
+
+
+def test_phase_breaks_follow_the_benchmark_count() -> None:
+    t0 = datetime(2026, 1, 1)
+    # Two phases with a 5 s pause, and wave refills (2 s) inside the second one.
+    offsets = [0, 1, 2, 3, 8, 9, 10, 12, 13, 14, 16, 17]
+    batches = pl.DataFrame(
+        {
+            "ts": [t0 + timedelta(seconds=s) for s in offsets],
+            "kind": ["decode"] * len(offsets),
+            "dp": [None] * len(offsets),
+            "pp": [None] * len(offsets),
+            "tp": [0] * len(offsets),
+            "running_req": [4] * len(offsets),
+            "token": [4000] * len(offsets),
+            "gen_tok_s": [100.0] * len(offsets),
+        },
+        schema_overrides={"dp": pl.Int32, "pp": pl.Int32, "tp": pl.Int32},
+    )
+    assert decode_phases(batches)["decode_lines"].to_list() == [4, 8]
+    bench = pl.DataFrame(
+        {
+            "entry": [0, 1],
+            "max_concurrency": [1, 4],
+            "input_len": [1000.0] * 2,
+            "output_len": [100.0] * 2,
+            "output_tok_s": [30.0, 100.0],
+        }
+    )
+    phases = decode_phases(batches, bench)
+    assert phases["offered"].to_list() == [1, 4]
+    assert phases["input_len_from"].to_list() == ["benchmark"] * 2

@@ -1,0 +1,242 @@
+"""Time-series facts: the busy measure, decoding windows, round buckets, mean downsampling."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import polars as pl
+import pytest
+from helpers import TEST_DATA
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolkit.analyze.gpu import downsample
+from toolkit.analyze.series import (
+    WINDOWS,
+    bucket_start,
+    bucket_width,
+    busy_metric,
+    busy_pct,
+    decoding_windows,
+    downsample_means,
+    duration_ms,
+    epoch_ms,
+    in_windows,
+    mean_per_bucket,
+    since_first,
+    thin,
+)
+from toolkit.analyze.timeline import stage_gpu_series
+from toolkit.errors import ToolkitError
+from toolkit.load.gpu.trace import load_gpu_trace
+from toolkit.load.sglang.log import load_sglang_log
+
+DATA = TEST_DATA
+T0 = datetime(2026, 5, 25, 21, 0, 0)
+ROUND_MS = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 15_000, 30_000,
+            60_000, 120_000, 300_000, 600_000, 900_000, 1_800_000, 3_600_000}  # fmt: skip
+
+
+def _dcgmi() -> pl.DataFrame:
+    """``dcgmi dmon -e 1001,…`` of 8 GPUs: a first block of N/A, then ratios 0–1."""
+    trace = load_gpu_trace(DATA / "gpu" / "dcgmi-prof-8gpu.txt", interval_s=1.0, start=T0)
+    return trace.samples
+
+
+def _busy(samples: pl.DataFrame, metric: str | None = None) -> tuple[pl.DataFrame, str]:
+    value, name = busy_pct(samples, metric)
+    return samples.select("gpu", "sample", v=value), name
+
+
+# ── busy ──────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_busy_reads_sm_active_as_percent_when_the_trace_has_it() -> None:
+    samples = _dcgmi()
+    assert busy_metric(samples) == "sm_active"
+    busy, metric = _busy(samples)
+    assert metric == "sm_active"
+    gpu0 = busy.filter(pl.col("gpu") == 0).sort("sample")["v"].to_list()
+    assert gpu0 == [None, pytest.approx(91.2), pytest.approx(90.4)]
+
+
+def test_busy_is_util_pct_when_sm_active_has_no_value() -> None:
+    first_block = _dcgmi().filter(pl.col("sample") == 0)  # all N/A: the column is there, empty
+    assert first_block["sm_active"].null_count() == first_block.height
+    assert busy_metric(first_block) == "util_pct"
+    smi = load_gpu_trace(DATA / "gpu" / "smi-8gpu-loop.csv").samples
+    assert "sm_active" not in smi.columns or smi["sm_active"].null_count() == smi.height
+    value, metric = busy_pct(smi)
+    assert metric == "util_pct"
+    assert smi.select(v=value)["v"].to_list() == smi["util_pct"].cast(pl.Float64).to_list()
+
+
+def test_busy_with_a_chosen_metric_scales_only_ratios() -> None:
+    samples = _dcgmi().filter(pl.col("sample") == 1)
+    tensor, _ = _busy(samples, "tensor_active")
+    assert tensor.sort("gpu")["v"][0] == pytest.approx(51.0)
+    exporter = load_gpu_trace(DATA / "gpu" / "exporter-3x-prof-timed.prom").samples
+    value, metric = busy_pct(exporter)
+    assert metric == "sm_active"
+    assert exporter.select(value)["sm_active"].round(2).to_list() == [92.34, 41.19, 93.1, 39.81]
+
+
+# ── decoding windows ──────────────────────────────────────────────────────────────────────────
+
+
+def test_decoding_windows_split_at_pauses() -> None:
+    # two load phases 31 s apart: 8 stages × 8 lines, then 8 × 14
+    log = load_sglang_log(DATA / "diagnose" / "pp8-filled" / "server.log", cache=False)
+    windows = decoding_windows(log.batches)
+    assert windows.schema == WINDOWS
+    assert windows["lines"].to_list() == [64, 112]
+    assert windows["start"].to_list() == [
+        datetime(2026, 5, 1, 10, 6, 42),
+        datetime(2026, 5, 1, 10, 7, 21),
+    ]
+    assert decoding_windows(log.batches, max_gap_s=60).height == 1
+    assert decoding_windows(log.batches.filter(pl.col("kind") == "prefill")).height == 0
+
+
+def test_in_windows_keeps_samples_inside_with_the_window_columns() -> None:
+    windows = pl.DataFrame(
+        {
+            "phase": [0, 1],
+            "start": [T0, T0 + timedelta(seconds=10)],
+            "end": [T0 + timedelta(seconds=2), T0 + timedelta(seconds=12)],
+        }
+    )
+    points = pl.DataFrame(
+        {"ts": [T0 + timedelta(seconds=s) for s in (-1, 0, 2, 3, 11, 12, 13)], "v": range(7)}
+    )
+    inside = in_windows(points, windows)
+    assert inside["v"].to_list() == [1, 2, 4, 5]  # both ends of a window count
+    assert inside["phase"].to_list() == [0, 0, 1, 1]
+
+
+# ── buckets ───────────────────────────────────────────────────────────────────────────────────
+
+
+def _count(lo: int, hi: int, width: int) -> int:
+    return hi // width - lo // width + 1
+
+
+@given(
+    lo=st.integers(1_600_000_000_000, 1_900_000_000_000),
+    span=st.integers(0, 40 * 86_400_000),
+    buckets=st.integers(1, 50_000),
+    floor=st.sampled_from([1, 100, 250, 1_000, 5_000]),
+)
+def test_bucket_width_is_round_and_leaves_at_most_n_buckets(
+    lo: int, span: int, buckets: int, floor: int
+) -> None:
+    hi = lo + span
+    width = bucket_width(lo, hi, buckets, floor)
+    assert width >= floor
+    assert _count(lo, hi, width) <= buckets
+    assert width == floor or width in ROUND_MS or width % 3_600_000 == 0
+    if width != floor and width in ROUND_MS:  # the narrowest that fits
+        assert _count(lo, hi, floor) > buckets
+        narrower = [w for w in ROUND_MS if floor < w < width]
+        assert all(_count(lo, hi, w) > buckets for w in narrower)
+
+
+def test_buckets_on_real_times_stay_within_n() -> None:
+    ts = pl.datetime_range(T0, T0 + timedelta(hours=3), "100ms", eager=True)
+    frame = pl.DataFrame({"ts": ts}).with_columns(epoch_ms())
+    lo, hi = frame["t"].min(), frame["t"].max()
+    for n in (7, 100, 999, 20_000):
+        width = bucket_width(lo, hi, n, 100)
+        datetime_buckets = frame.select(bucket_start("ts", width, frame.schema["ts"]))
+        epoch_buckets = frame.select(bucket_start("t", width, frame.schema["t"]))
+        assert datetime_buckets["ts"].n_unique() == epoch_buckets["t"].n_unique() <= n
+
+
+def test_duration_ms() -> None:
+    assert [duration_ms(t) for t in ("1s", "500ms", "2m", "1m30s", "1h", "1.5s", "1d")] == [
+        1_000,
+        500,
+        120_000,
+        90_000,
+        3_600_000,
+        1_500,
+        86_400_000,
+    ]
+    for bad in ("", "10", "1 minute", "1mo", "s"):
+        with pytest.raises(ToolkitError, match="bucket width"):
+            duration_ms(bad)
+
+
+# ── downsampling ──────────────────────────────────────────────────────────────────────────────
+
+
+def test_downsample_keeps_means() -> None:
+    frame = pl.DataFrame({"t": list(range(0, 600_000, 100)), "k": ["a"] * 6000, "v": [1.0] * 6000})
+    out, width = downsample_means(frame, ["k"], ["v"], 100)
+    assert out.height <= 100 and width >= 6000 and out["v"].to_list() == [1.0] * out.height
+
+
+def test_downsample_means_of_a_100ms_trace() -> None:
+    # 8 GPUs sampled every 100 ms for 10 minutes, each at its own level, swinging ±10 every
+    # sample: any bucket of a whole number of 200 ms has the level as its mean
+    n = 6_000
+    frame = pl.DataFrame(
+        {
+            "t": [1_780_000_000_000 + 100 * k for k in range(n) for _ in range(8)],
+            "gpu": [g for _ in range(n) for g in range(8)],
+            "v": [10.0 * g + (10.0 if k % 2 else -10.0) for k in range(n) for g in range(8)],
+        }
+    )
+    out, width = downsample_means(frame, ["gpu"], ["v"], 2_000)
+    assert out.height <= 2_000 and width in ROUND_MS and width % 200 == 0
+    assert out.columns == ["t", "gpu", "v"]
+    levels = out.group_by("gpu").agg(pl.col("v").min(), pl.col("v").max().alias("hi")).sort("gpu")
+    assert levels["v"].to_list() == pytest.approx([10.0 * g for g in range(8)])
+    assert levels["hi"].to_list() == pytest.approx([10.0 * g for g in range(8)])
+    small, none = downsample_means(frame.head(100), ["gpu"], ["v"], 2_000)
+    assert none == 0 and small.equals(frame.head(100))
+
+
+def test_mean_per_bucket_on_datetimes() -> None:
+    points = pl.DataFrame(
+        {
+            "ts": [T0 + timedelta(milliseconds=500 * k) for k in range(6)],
+            "gpu": [0] * 6,
+            "v": [10.0, 20.0, 30.0, 40.0, 50.0, 60.0],
+        }
+    )
+    out = mean_per_bucket(points, 2_000, ["gpu"], ["v"], time="ts")
+    assert out["ts"].to_list() == [T0, T0 + timedelta(seconds=2)]
+    assert out["v"].to_list() == [25.0, 55.0]
+
+
+def test_gpu_downsample_uses_the_same_buckets() -> None:
+    samples = _dcgmi()
+    out = downsample(samples, "2s", metrics=["sm_active"])
+    gpu0 = out.filter(pl.col("gpu") == 0)
+    assert gpu0["ts"].to_list() == [T0, T0 + timedelta(seconds=2)]
+    assert gpu0["mean"].to_list() == [pytest.approx(0.912), pytest.approx(0.904)]
+    with pytest.raises(ToolkitError):
+        downsample(samples, "every two seconds")
+
+
+def test_stage_gpu_series_widens_to_round_buckets() -> None:
+    ts = pl.datetime_range(T0, T0 + timedelta(hours=1), "100ms", eager=True)
+    samples = pl.DataFrame({"ts": ts}).join(
+        pl.DataFrame({"gpu": list(range(8))}, schema={"gpu": pl.Int32}), how="cross"
+    )
+    samples = samples.with_columns(util_pct=pl.col("gpu").cast(pl.Float64) * 10.0)
+    series = stage_gpu_series(samples, every="100ms", max_points=20_000)
+    assert series.height <= 20_000
+    steps = series.filter(pl.col("gpu") == 0)["ts"].diff().drop_nulls().unique()
+    assert steps.to_list() == [timedelta(seconds=2)]  # 3600 s / 2500 buckets → 2 s
+    assert series.group_by("gpu").agg(pl.col("busy_pct").mean()).sort("gpu")[
+        "busy_pct"
+    ].to_list() == pytest.approx([10.0 * g for g in range(8)])
+
+
+def test_since_first_and_thin() -> None:
+    frame = pl.DataFrame({"t": [1_000, 1_500, 4_000], "v": [1, 2, 3]})
+    assert since_first(frame)["t"].to_list() == [0, 500, 3_000]
+    assert thin(pl.DataFrame({"v": range(10)}), 3)["v"].to_list() == [0, 4, 8]
+    assert thin(frame, 10).equals(frame)

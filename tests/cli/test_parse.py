@@ -1,0 +1,62 @@
+"""The ``ppscope`` command line, run in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import TEST_DATA
+
+from toolkit.cli.main import main
+
+FIXTURES = TEST_DATA / "sglang"
+
+
+def test_parse_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["parse", "--json", "--no-cache", str(FIXTURES / "v0.5.23-pp8.log")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (f,) = out["files"]
+    assert f["format"] == "sglang-log"
+    assert f["lines"] == 64
+    assert f["tables"]["batches"] == 32
+    assert f["counts"]["decode"] == 16 and f["counts"]["prefill"] == 16
+    assert f["incomplete_batches"] == 0
+    (launch,) = f["launches"]
+    assert launch["server_args"]["pp_size"] == 8
+    assert launch["server_args"]["pp_async_batch_depth"] == 8
+    assert launch["startup"]["max_total_num_tokens"] == 327680
+
+
+def test_parse_json_is_strict_json_with_non_finite_values(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["parse", "--json", "--no-cache", str(FIXTURES / "bad-input.log")]) == 0
+    text = capsys.readouterr().out
+    assert "NaN" not in text and "Infinity" not in text
+    out = json.loads(text)
+    assert out["files"][0]["incomplete_batches"] == 2
+
+
+def test_parse_directory_and_text_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "server.log").write_bytes((FIXTURES / "journald-short.log").read_bytes())
+    (tmp_path / "notes.txt").write_text("nothing to see\n")
+    assert main(["parse", "--no-cache", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "[sglang-log]" in out and "wrapper journald-short" in out
+    assert "notes.txt  [unknown]" in out
+    assert "pp_size=8" in out
+
+
+def test_strict_parse_fails_with_location(capsys: pytest.CaptureFixture[str]) -> None:
+    path = FIXTURES / "bad-input.log"
+    assert main(["parse", "--strict", "--no-cache", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:" in err
+
+
+def test_missing_path_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["parse", "no/such/file.log"]) == 2
+    assert "no such file" in capsys.readouterr().err

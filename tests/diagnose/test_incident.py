@@ -1,0 +1,68 @@
+"""Acceptance on the sample incident: PP8 (d=8), TP8 and the remedied PP8 (mbs 4).
+
+Uses ``data/incident`` when it is there, else writes it with ``toolkit.synth`` (once per
+session).
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from helpers import SAMPLE
+
+from toolkit.cli.diff import diff_report
+from toolkit.diagnose import RunAnalysis, diagnose
+from toolkit.load.run import load_run
+
+ROOT = SAMPLE
+RUNS = ("tp8", "pp8", "pp8-fixed")
+
+
+@pytest.fixture(scope="session")
+def incident(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunAnalysis]:
+    root = ROOT
+    if not all((root / name / "server.log").is_file() for name in RUNS):
+        synth = pytest.importorskip("toolkit.synth")
+        root = tmp_path_factory.mktemp("incident")
+        synth.write_incident(root)
+    return {name: RunAnalysis(load_run(root / name, cache=False)) for name in RUNS}
+
+
+@pytest.fixture(scope="session")
+def findings(incident: dict[str, RunAnalysis]) -> dict[str, list]:
+    found = diagnose([incident[name] for name in RUNS])
+    return {name: [f for f in found if f.run == incident[name].label] for name in RUNS}
+
+
+def test_pp8_is_under_filled_four_slots_of_sixteen(findings: dict[str, list]) -> None:
+    slots = next(f for f in findings["pp8"] if f.id == "pp-underfilled-slots")
+    assert slots.severity == "high"
+    assert findings["pp8"][0] is slots  # the top finding of the run
+    assert "~4 active slots of 16" in slots.summary
+    c32 = slots.evidence.filter(pl.col("offered") == 32).row(0, named=True)
+    assert round(c32["active_slots_est"]) == 4 and c32["slots"] == 16
+    assert c32["slot_req"] == 8 and c32["replay"] == "4×8"
+
+
+@pytest.mark.parametrize("name", ["tp8", "pp8-fixed"])
+def test_no_high_finding_for_tp8_and_the_fixed_pp8(findings: dict[str, list], name: str) -> None:
+    assert [f.id for f in findings[name] if f.severity == "high"] == []
+
+
+def test_lock_step_logging_is_explained_not_flagged(findings: dict[str, list]) -> None:
+    for name in ("pp8", "pp8-fixed"):
+        ids = {f.id: f.severity for f in findings[name]}
+        assert ids["pp-lockstep-logging"] == "info"
+        assert "stage-desync" not in ids
+
+
+def test_diff_shows_the_parallel_settings_first(incident: dict[str, RunAnalysis]) -> None:
+    report = diff_report(incident["tp8"], incident["pp8"])
+    changed = report["json"]["changed"]
+    assert list(changed)[:3] == ["tp_size", "pp_size", "pp_async_batch_depth"]
+    assert changed["tp_size"] == [8, 1] and changed["pp_size"] == [1, 8]
+    assert report["json"]["derived"]["pp_loop_size"] == [1, 16]
+    assert json.loads(json.dumps(report["json"])) == report["json"]
+    assert report["text"].splitlines()[4].startswith("tp_size")

@@ -1,0 +1,139 @@
+"""Every rule fires on a run built to trigger it and stays silent on one that does not."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import polars as pl
+import pytest
+from helpers import TEST_DATA
+
+from toolkit.diagnose import FINDING_IDS, RULES, Finding, RunAnalysis, diagnose, rank
+from toolkit.load.run import load_run
+
+DIAG = TEST_DATA / "diagnose"
+
+# (id, run where it must fire, its severity there, run where it must stay silent)
+CASES = [
+    ("pp-underfilled-slots", "pp8-underfilled", "high", "pp8-filled"),
+    ("running-cap", "pp8-running-cap", "high", "pp8-underfilled"),
+    ("kv-cache-pressure", "tp8-kv-pressure", "high", "tp8"),
+    ("cuda-graph-miss", "tp8-eager", "high", "tp8"),
+    ("config-not-applied", "pp8-not-applied", "high", "pp8-underfilled"),
+    ("stage-desync", "pp4-desync", "high", "pp8-underfilled"),
+    ("stage-imbalance", "pp8-imbalance", "medium", "pp8-bubbles"),
+    ("gpu-idle-bubbles", "pp8-bubbles", "high", "pp8-imbalance"),
+    ("prefill-interference", "tp8-prefill", "high", "tp8"),
+    ("queue-backlog", "tp8-backlog", "low", "pp8-running-cap"),
+    ("scaling-collapse", "tp8-decline", "medium", "tp8"),
+    ("pp-empty-async-slots", "pp8-underfilled", "low", "pp8-filled"),
+    ("pp-low-concurrency", "pp8-low-c", "info", "tp8"),
+    ("pp-lockstep-logging", "pp8-filled", "info", "pp4-desync"),
+]
+HEALTHY = ("tp8", "pp8-filled", "pp8-low-c")
+
+
+@cache
+def ctx(name: str) -> RunAnalysis:
+    return RunAnalysis(load_run(DIAG / name, cache=False))
+
+
+def _rule(rule_id: str):
+    return dict(RULES)[rule_id]
+
+
+def test_every_rule_has_a_case() -> None:
+    assert sorted(c[0] for c in CASES) == sorted(FINDING_IDS)
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "fires", "severity", "silent"), CASES, ids=[c[0] for c in CASES]
+)
+def test_rule_fires_and_stays_silent(rule_id: str, fires: str, severity: str, silent: str) -> None:
+    found = _rule(rule_id)(ctx(fires))
+    assert isinstance(found, Finding)
+    assert found.id == rule_id
+    assert found.severity == severity
+    assert 0 < found.evidence.height <= 20
+    assert re.search(r"\d", found.summary), "a summary states its numbers"
+    assert found.remedy
+    assert _rule(rule_id)(ctx(silent)) is None
+
+
+@pytest.mark.parametrize("name", HEALTHY)
+def test_healthy_runs_get_no_high_finding(name: str) -> None:
+    assert [f.id for f in diagnose([ctx(name)]) if f.severity == "high"] == []
+
+
+def test_lock_step_logging_is_an_info_note_never_a_fault() -> None:
+    found = diagnose([ctx("pp8-filled")])
+    assert {f.severity for f in found} == {"info"}
+    note = next(f for f in found if f.id == "pp-lockstep-logging")
+    assert "not the total" in note.summary
+    assert note.evidence["running_req"].n_unique() >= 1
+
+
+def test_incident_evidence_names_four_of_sixteen_slots() -> None:
+    found = _rule("pp-underfilled-slots")(ctx("pp8-underfilled"))
+    assert found.title.startswith("~4 of 16 micro-batch slots active at 32 requests")
+    assert "32 requests in flight" in found.summary
+    assert "~4 active slots of 16" in found.summary and "holds 8 (#running-req)" in found.summary
+    c32 = found.evidence.filter(pl.col("offered") == 32).row(0, named=True)
+    assert (round(c32["active_slots_est"]), c32["slots"], c32["verdict"]) == (4, 16, "under-filled")
+    assert "--pp-max-micro-batch-size 4" in found.remedy
+    assert found.impact is not None and found.impact >= 0.2
+    low = found.evidence.filter(pl.col("offered") == 1).row(0, named=True)
+    assert low["verdict"].startswith("inherent")  # one request cannot fill eight stages
+
+
+def test_running_cap_names_the_binding_limit() -> None:
+    found = _rule("running-cap")(ctx("pp8-running-cap"))
+    assert found.title.startswith("max_running_requests")
+    assert "64//8 = 8" in found.summary
+    kv = _rule("running-cap")(ctx("tp8-kv-pressure"))
+    assert kv.title.startswith("max_total_num_tokens")
+
+
+def test_config_not_applied_lists_the_flag() -> None:
+    found = _rule("config-not-applied")(ctx("pp8-not-applied"))
+    row = found.evidence.row(0, named=True)
+    assert (row["flag"], row["intended"], row["effective"]) == (
+        "pp_max_micro_batch_size",
+        "4",
+        "null",
+    )
+
+
+def test_scaling_collapse_compares_layouts_diagnosed_together() -> None:
+    findings = diagnose([ctx("pp8-underfilled"), ctx("tp8")])
+    collapse = [f for f in findings if f.id == "scaling-collapse"]
+    assert [f.run for f in collapse] == ["PP8"]
+    assert "TP8" in collapse[0].summary and collapse[0].severity == "medium"
+
+
+def test_findings_are_ranked_by_severity_then_impact() -> None:
+    ev = pl.DataFrame({"x": [1]})
+    items = [
+        Finding("b", "medium", "t", "s", ev, "r", impact=0.1),
+        Finding("a", "high", "t", "s", ev, "r", impact=None),
+        Finding("c", "high", "t", "s", ev, "r", impact=0.3),
+        Finding("d", "info", "t", "s", ev, "r"),
+        Finding("e", "medium", "t", "s", ev, "r", impact=0.15),
+    ]
+    assert [f.id for f in rank(items, [])] == ["c", "a", "e", "b", "d"]
+    with pytest.raises(ValueError, match="severity"):
+        Finding("x", "critical", "t", "s", ev, "r")
+
+
+def test_json_shape_of_a_finding() -> None:
+    found = diagnose([ctx("pp8-underfilled")])[0]
+    d = found.to_dict()
+    assert list(d) == ["id", "severity", "run", "title", "summary", "evidence", "remedy"]
+    assert d["run"] == "PP8" and isinstance(d["evidence"], list) and d["evidence"]
+
+
+def test_findings_compare_without_their_evidence() -> None:
+    a = Finding("x", "low", "t", "s", pl.DataFrame({"v": [1]}), "r")
+    b = Finding("x", "low", "t", "s", pl.DataFrame({"v": [2]}), "r")
+    assert a == b and len({a, b}) == 1
