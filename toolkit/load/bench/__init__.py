@@ -17,6 +17,7 @@ from toolkit.load.bench.nvidia import GENAI_PERF_CSV, GENAI_PERF_JSON
 from toolkit.load.bench.sglang import SGLANG_BENCH_JSONL, SGLANG_BENCH_TEXT
 from toolkit.load.bench.sweep_csv import BENCH_CSV
 from toolkit.load.bench.vllm import VLLM_BENCH_JSON
+from toolkit.load.registry import first_match
 
 __all__ = ["FORMATS", "Format", "sniff_bench_format"]
 
@@ -45,4 +46,4 @@ def sniff_bench_format(path: str | Path) -> str | None:
     if not path.is_file():
         return None
     peek = Peek(path)
-    return next((f.name for f in FORMATS.values() if f.detect(peek)), None)
+    return first_match(FORMATS, peek)

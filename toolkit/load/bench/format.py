@@ -19,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from toolkit.load import registry
 from toolkit.load import text as lines_io
 from toolkit.load.bench.common import Parsed
 
@@ -95,39 +96,11 @@ class Peek:
         return contains(self.path, needle)
 
 
+Format = registry.Format[Peek, Options]
+"""A benchmark format (``toolkit.load.registry.Format``)."""
 Detector = Callable[[Peek], bool]
 Loader = Callable[[Path, Options], list[Parsed]]
 Summarizer = Callable[[Path, Options], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Format:
-    """One benchmark result format: its public name, how to recognize, read and summarize it.
-
-    Attributes
-    ----------
-    name
-        The format's name in the ``format`` column and in ``ppscope parse`` output.
-    description
-        One line: which client writes it, and how.
-    detect
-        True when a file (``Peek``) is this format. Detectors are asked in registry order; the
-        first that says yes names the file.
-    load
-        ``load(path, options)``: the runs of the file, as ``Parsed``.
-    summarize
-        ``summarize(path, options)``: the file's ``ppscope parse --json`` entry (path, format,
-        runs, layouts), as ``summarize_results`` builds it.
-    kind
-        ``FILE`` or ``EMBEDDED``.
-    """
-
-    name: str
-    description: str
-    detect: Detector
-    load: Loader
-    summarize: Summarizer
-    kind: str
 
 
 # ----------------------------------------------------------------------------- reading

@@ -17,6 +17,7 @@ from toolkit.load.gpu.format import TRACE, Format, Peek
 from toolkit.load.gpu.inventory import NVIDIA_SMI_APPS, NVIDIA_SMI_LIST
 from toolkit.load.gpu.smi import NVIDIA_SMI_CSV
 from toolkit.load.gpu.topology import NVIDIA_SMI_TOPO
+from toolkit.load.registry import first_match
 
 __all__ = ["FORMATS", "Format", "sniff_gpu_format", "trace_formats"]
 
@@ -40,7 +41,7 @@ def sniff_gpu_format(path: str | Path) -> str | None:
     peek = Peek(path)
     if not peek.body:
         return None
-    return next((f.name for f in FORMATS.values() if f.detect(peek)), None)
+    return first_match(FORMATS, peek)
 
 
 def trace_formats() -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.load import registry
 from toolkit.load import text as lines_io
 
 TRACE = "trace"
@@ -89,37 +90,8 @@ def _unquoted(lines: list[str]) -> list[str]:
     return [ln.replace("\\#", "#", 1) if ln.lstrip().startswith("\\#") else ln for ln in lines]
 
 
+Format = registry.Format[Peek, Options]
+"""A GPU format (``toolkit.load.registry.Format``)."""
 Detector = Callable[[Peek], bool]
 Loader = Callable[[Path, Options], Any]
 Summarizer = Callable[[Path, Options], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Format:
-    """One GPU format: its public name, how to recognize, read and summarize a file of it.
-
-    Attributes
-    ----------
-    name
-        The format's name in ``ppscope parse`` output and in ``Run.files`` (``nvidia-smi-csv``).
-    description
-        One line: the command that writes it.
-    detect
-        True when a file's first lines (``Peek``) are this format. Detectors are asked in
-        registry order; the first that says yes names the file.
-    load
-        ``load(path, options)``: a ``Part`` for ``TRACE`` formats (``path`` uncompressed,
-        ``options.source`` names it), else the format's own table or object.
-    summarize
-        ``summarize(path, options)``: the file's ``ppscope parse --json`` entry (a trace
-        format's is ``trace_summarizer(load)``: the file read alone, as ``load_gpu_trace``).
-    kind
-        ``TRACE`` or ``COMPANION``.
-    """
-
-    name: str
-    description: str
-    detect: Detector
-    load: Loader
-    summarize: Summarizer
-    kind: str
