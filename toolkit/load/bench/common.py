@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from toolkit.errors import ParseError
 from toolkit.load.layout import RunLayout
 from toolkit.schema.jsonable import to_json
 
@@ -167,3 +171,23 @@ def fill_means(values: dict[str, Any]) -> None:
     t = num(values.get("total_input_tokens"))
     if values.get("input_tok_s") is None and t is not None and duration:
         values["input_tok_s"] = t / duration
+
+
+def json_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line of a JSONL file.
+
+    Raises
+    ------
+    ParseError
+        A line that is not JSON, or not a JSON object, with its line number.
+    """
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ParseError(path, lineno, f"not a JSON object: {e.msg}", line) from e
+        if not isinstance(obj, dict):
+            raise ParseError(path, lineno, "expected one JSON object per line", line)
+        yield lineno, obj

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ParseError
-from toolkit.load.bench.common import Parsed, num, to_ms, whole
+from toolkit.load.bench.common import Parsed, json_lines, num, to_ms, whole
 from toolkit.load.bench.nvidia import ARTIFACT_CONCURRENCY
 
 COMPUTED = "per-request records"  # extra["computed_from"] of a run summarized here
@@ -39,15 +39,9 @@ def is_record(obj: Any) -> bool:
 def read_records(path: Path, text: str) -> list[Parsed]:
     """The one run of a per-request export, with its requests."""
     records = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ParseError(path, lineno, f"not a JSON object: {e.msg}", line) from e
+    for lineno, obj in json_lines(path, text):
         if not is_record(obj):
-            raise ParseError(path, lineno, "not an AIPerf request record", line)
+            raise ParseError(path, lineno, "not an AIPerf request record", json.dumps(obj))
         if obj["metadata"].get("benchmark_phase", "profiling") == "profiling":
             records.append(obj)
     if not records:

@@ -9,16 +9,14 @@ same block, so its logs are read here too.
 
 from __future__ import annotations
 
-import json
 import mmap
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import ParseError
 from toolkit.load.bench.collect import result_format
-from toolkit.load.bench.common import Parsed, layout_of, num, whole
+from toolkit.load.bench.common import Parsed, json_lines, layout_of, num, whole
 from toolkit.load.bench.format import EMBEDDED, FILE, Options, Peek, file_text, plain_file
 from toolkit.load.bench.result_dict import flavour, latency_column, read_result
 from toolkit.load.sglang.server_args import ServerArgsError, parse_server_args
@@ -84,15 +82,7 @@ def read_jsonl(path: Path, text: str) -> list[Parsed]:
         A line that is not a JSON object (with its line number).
     """
     out = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ParseError(path, lineno, f"not a JSON object: {e.msg}", line) from e
-        if not isinstance(obj, dict):
-            raise ParseError(path, lineno, "expected one JSON object per line", line)
+    for lineno, obj in json_lines(path, text):
         parsed = read_result(obj)
         parsed.lineno = lineno
         out.append(parsed)

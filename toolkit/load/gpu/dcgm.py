@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from toolkit.errors import ParseError
-from toolkit.load.gpu.smi import value_kind
+from toolkit.load.gpu.cells import value_kind
 
 BLANKS = (0x7FFFFFF0, 0x7FFFFFFFFFFFFFF0, 140737488355328.0)
 """Bases of DCGM's blank values for 32-bit, 64-bit and double fields."""
@@ -35,11 +34,3 @@ def cell_kind(value: pl.Expr) -> pl.Expr:
     """The ``unavailable`` kind of a printed cell: blanks and NaN are unsupported."""
     blank = value.str.starts_with("DCGM blank") | (value == "NaN")
     return pl.when(blank).then(pl.lit("unsupported")).otherwise(value_kind(value))
-
-
-def check_cells(unavailable: pl.DataFrame, source: str) -> None:
-    """Strict mode: raise at the first cell that holds an error instead of a value."""
-    bad = unavailable.filter(pl.col("kind") != "unsupported")
-    if bad.height:
-        r = bad.row(0, named=True)
-        raise ParseError(source, r["first_lineno"], f"field {r['field']!r} holds {r['value']!r}")

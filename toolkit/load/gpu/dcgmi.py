@@ -15,7 +15,8 @@ from pathlib import Path
 import polars as pl
 
 from toolkit.errors import ParseError
-from toolkit.load.gpu.dcgm import cell_kind, check_cells, not_blank
+from toolkit.load.gpu.cells import check_cells, missing_cells, unavailable_table
+from toolkit.load.gpu.dcgm import cell_kind, not_blank
 from toolkit.load.gpu.fields import DCGM_BY_SHORT, column_name
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
 from toolkit.load.gpu.samples import trace_summarizer
@@ -177,29 +178,11 @@ def _dcgmi_typed(
         else:
             scale = field.scale if field else 1.0
             exprs.append((value * scale if scale != 1.0 else value).alias(column))
-        checks.append(
-            lf.filter(value.is_null())
-            .group_by(raw.alias("value"))
-            .agg(pl.len().alias("count"), pl.col("lineno").min().alias("first_lineno"))
-            .with_columns(field=pl.lit(name))
-        )
+        checks.append(missing_cells(lf, value, raw, name))
     typed = rows.select(exprs).with_columns(source=pl.lit(source))
     if typed.get_column("entity").null_count() == typed.height:
         typed = typed.drop("entity")
-    missing = pl.concat(pl.collect_all(checks)) if checks else pl.DataFrame()
-    if not missing.height:
-        return typed, pl.DataFrame(schema=UNAVAILABLE)
-    missing = (
-        missing.with_columns(
-            source=pl.lit(source),
-            kind=cell_kind(pl.col("value")),
-            count=pl.col("count").cast(pl.Int64),
-        )
-        .select(UNAVAILABLE.names())
-        .cast(dict(UNAVAILABLE))
-        .sort("first_lineno", "field")
-    )
-    return typed, missing
+    return typed, unavailable_table(checks, source, cell_kind)
 
 
 # ---------------------------------------------------------------------- the format

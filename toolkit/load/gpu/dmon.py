@@ -15,10 +15,10 @@ from pathlib import Path
 import polars as pl
 
 from toolkit.errors import ParseError
+from toolkit.load.gpu.cells import check_cells, missing_cells, unavailable_table
 from toolkit.load.gpu.fields import DMON_FIELDS, column_name
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
 from toolkit.load.gpu.samples import trace_summarizer
-from toolkit.load.gpu.smi import value_kind
 from toolkit.load.text import scan_lines
 from toolkit.schema.gpu import SKIPPED, UNAVAILABLE
 
@@ -121,12 +121,7 @@ def load_dmon(
         samples = _rounds(samples.sort("lineno"))
     unavailable_df = pl.concat(unavailable) if unavailable else pl.DataFrame(schema=UNAVAILABLE)
     if strict:
-        bad = unavailable_df.filter(pl.col("kind") != "unsupported")
-        if bad.height:
-            r = bad.row(0, named=True)
-            raise ParseError(
-                source, r["first_lineno"], f"field {r['field']!r} holds {r['value']!r}"
-            )
+        check_cells(unavailable_df, source)
     return Part(source, FORMAT, lines.height, samples, skipped_df, unavailable_df)
 
 
@@ -190,30 +185,12 @@ def _typed(rows: pl.DataFrame, layout: Layout, source: str) -> tuple[pl.DataFram
         value = raw.cast(pl.Float64, strict=False)
         exprs.append((value * scale if scale != 1.0 else value).alias(column))
         printed = layout.names[i]
-        checks.append(
-            lf.filter(value.is_null())
-            .group_by(raw.alias("value"))
-            .agg(pl.len().alias("count"), pl.col("lineno").min().alias("first_lineno"))
-            .with_columns(field=pl.lit(printed))
-        )
+        checks.append(missing_cells(lf, value, raw, printed))
     typed = rows.select(exprs).with_columns(source=pl.lit(source))
     bad_time = typed.filter(pl.col("ts").is_null()) if "ts" in typed.columns else None
     if bad_time is not None and bad_time.height:
         typed = typed.filter(pl.col("ts").is_not_null())
-    missing = pl.concat(pl.collect_all(checks)) if checks else pl.DataFrame(schema=UNAVAILABLE)
-    if missing.height:
-        missing = (
-            missing.with_columns(
-                source=pl.lit(source),
-                kind=value_kind(pl.col("value")),
-                count=pl.col("count").cast(pl.Int64),
-            )
-            .select(UNAVAILABLE.names())
-            .cast(dict(UNAVAILABLE))
-            .sort("first_lineno")
-        )
-    else:
-        missing = pl.DataFrame(schema=UNAVAILABLE)
+    missing = unavailable_table(checks, source)
     return typed, missing
 
 

@@ -19,7 +19,8 @@ import polars as pl
 from prometheus_client.parser import text_string_to_metric_families
 
 from toolkit.errors import ParseError
-from toolkit.load.gpu.dcgm import cell_kind, check_cells, is_blank
+from toolkit.load.gpu.cells import check_cells
+from toolkit.load.gpu.dcgm import cell_kind, is_blank
 from toolkit.load.gpu.fields import DCGM_BY_NAME, DCGM_BY_OLD_NAME, dcgm_unknown_column
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
 from toolkit.load.gpu.samples import trace_summarizer

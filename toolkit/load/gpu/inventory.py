@@ -14,9 +14,10 @@ import polars as pl
 
 from toolkit.errors import ParseError
 from toolkit.load import text as lines_io
+from toolkit.load.gpu.cells import UNSUPPORTED
 from toolkit.load.gpu.fields import column_name
 from toolkit.load.gpu.format import COMPANION, Format, Options, Peek
-from toolkit.load.gpu.smi import UNSUPPORTED, is_header
+from toolkit.load.gpu.smi import is_header
 from toolkit.schema.gpu import APPS, GPU_LIST
 
 LIST_FORMAT = "nvidia-smi-list"

@@ -21,6 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from toolkit.errors import ParseError
+from toolkit.load.gpu.cells import check_cells, missing_cells, unavailable_table
 from toolkit.load.gpu.fields import SMI_FIELDS, column_name, smi_canonical
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
 from toolkit.load.gpu.samples import trace_summarizer
@@ -32,7 +33,6 @@ _UNIT = re.compile(r"^(?P<name>.*?)\s*\[(?P<unit>[^\]]*)\]$")
 _TS = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?$")
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 # Cells nvidia-smi prints for a value it does not have: documented, not a fault.
-UNSUPPORTED = ("[N/A]", "[Not Supported]", "N/A", "[Not Found]")
 _TS_FORMAT = "%Y/%m/%d %H:%M:%S"
 _OTHER_HEADER = "a different header (another query appended)"
 
@@ -160,12 +160,7 @@ def load_smi_csv(
                     )
         unavailable = _unavailable(path, source, specs, suffixes, df, header_lineno)
         if strict:
-            bad = unavailable.filter(pl.col("kind") != "unsupported")
-            if bad.height:
-                r = bad.row(0, named=True)
-                raise ParseError(
-                    source, r["first_lineno"], f"field {r['field']!r} holds {r['value']!r}"
-                )
+            check_cells(unavailable, source)
         frames.append(df)
         missing.append(unavailable)
         if other is None:
@@ -350,34 +345,8 @@ def _unavailable(
         spec = specs[i]
         raw = pl.col(f"c{i}").str.strip_chars()
         typed = _typed(pl.col(f"c{i}"), spec, pl.String(), suffixes.get(i), first=i == 0)
-        frames.append(
-            lf.filter(typed.is_null() & raw.is_not_null())
-            .group_by(raw.alias("value"))
-            .agg(pl.len().alias("count"), pl.col("lineno").min().alias("first_lineno"))
-            .with_columns(field=pl.lit(spec.printed))
-        )
-    df = pl.concat(pl.collect_all(frames, engine="streaming"))
-    return (
-        df.with_columns(
-            source=pl.lit(source),
-            kind=value_kind(pl.col("value")),
-            count=pl.col("count").cast(pl.Int64),
-        )
-        .select(UNAVAILABLE.names())
-        .sort("first_lineno")
-        .cast(dict(UNAVAILABLE))
-    )
-
-
-def value_kind(value: pl.Expr) -> pl.Expr:
-    """unsupported (the tool says it has no value), error (a driver error), else unreadable."""
-    return (
-        pl.when(value.is_in(list(UNSUPPORTED)) | (value == "-") | (value == "N/W"))
-        .then(pl.lit("unsupported"))
-        .when(value.str.starts_with("["))
-        .then(pl.lit("error"))
-        .otherwise(pl.lit("unreadable"))
-    )
+        frames.append(missing_cells(lf, typed, raw, spec.printed))
+    return unavailable_table(frames, source)
 
 
 def _empty(source: str, lines: int) -> Part:
