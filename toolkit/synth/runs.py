@@ -115,7 +115,7 @@ def _call(layout: str | Layout, version: str, concurrencies: tuple[int, ...], se
 
 
 def _label(layout: Layout) -> str:
-    label = layout.label.replace("×", "x")
+    label = layout.label
     if layout.pp > 1 and layout.pp_max_micro_batch_size is not None:
         label += f" mbs{layout.pp_max_micro_batch_size}"
     return label

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolkit.errors import ToolkitError
+from toolkit.load.layout import RunLayout
 
 CLIP_MAX_NEW_TOKENS = 4096
 """``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``: most output tokens admission reserves."""
@@ -120,10 +121,8 @@ class Layout:
 
     @property
     def label(self) -> str:
-        parts = [f"TP{self.tp}"] if self.tp > 1 else []
-        parts += [f"PP{self.pp}"] if self.pp > 1 else []
-        parts += [f"DP{self.dp}"] if self.dp > 1 else []
-        return "×".join(parts) or "1 GPU"
+        """``TP8``, ``PP8``, ``PP4xTP2``: the label a run of this layout gets."""
+        return str(RunLayout(tp=self.tp, pp=self.pp, dp=self.dp, layout_from="model").label)
 
     def running_cap(self, context_len: int) -> int:
         """Resolved ``max_running_requests`` (SGLang's ``resolve_max_num_reqs``)."""
