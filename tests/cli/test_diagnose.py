@@ -29,7 +29,7 @@ def test_diagnose_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
     text = capsys.readouterr().out
     assert "NaN" not in text and "Infinity" not in text
     doc = json.loads(text)
-    assert list(doc) == ["findings"]
+    assert list(doc) == ["findings", "skipped"]
     found = doc["findings"]
     assert all(
         list(f) == ["id", "severity", "run", "title", "summary", "evidence", "remedy"]

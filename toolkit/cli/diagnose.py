@@ -1,8 +1,10 @@
 """``ppscope diagnose``: every hypothesis checked on each run, findings ranked with evidence.
 
 The text shows, per run, its findings by severity, each with a few rows of evidence and the
-remedy. ``--json`` prints ``{"findings": [{"id", "severity", "run", "title", "summary",
-"evidence", "remedy"}...]}`` ordered by severity, then by the share of throughput each explains.
+remedy, then the checks its inputs could not support. ``--json`` prints ``{"findings": [{"id",
+"severity", "run", "title", "summary", "evidence", "remedy"}...], "skipped": [{"run", "check",
+"missing", "supply"}...]}``, findings ordered by severity, then by the share of throughput each
+explains.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import emit, frame_lines, to_json, wrapped
 from toolkit.cli.runs import load_analyses
-from toolkit.diagnose import Finding, diagnose
+from toolkit.diagnose import Finding, diagnose, skipped_checks
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
@@ -43,15 +45,22 @@ def run(args: argparse.Namespace) -> int:
         if not ctx.run.has_inputs:  # a wrong directory must not read as a healthy run
             raise ToolkitError(f"{path}: no SGLang log, benchmark result or GPU trace found")
     findings = diagnose(contexts)
+    missing = skipped_checks(contexts)
     if args.json:
-        emit(to_json({"findings": [f.to_dict() for f in findings]}), args.output)
+        document = {"findings": [f.to_dict() for f in findings], "skipped": missing}
+        emit(to_json(document), args.output)
     else:
-        emit(findings_text(findings, contexts), args.output)
+        emit(findings_text(findings, contexts, missing), args.output)
     return 0
 
 
-def findings_text(findings: Sequence[Finding], runs: Sequence[RunAnalysis]) -> str:
-    """The text report: per run, its findings ranked, with evidence and remedy."""
+def findings_text(
+    findings: Sequence[Finding],
+    runs: Sequence[RunAnalysis],
+    skipped: Sequence[dict[str, str]] = (),
+) -> str:
+    """The text report: per run, its findings ranked, with evidence and remedy, then the
+    checks its inputs could not support."""
     lines: list[str] = []
     indent = " " * 9
     for ctx in runs:
@@ -59,9 +68,9 @@ def findings_text(findings: Sequence[Finding], runs: Sequence[RunAnalysis]) -> s
         counts = {s: sum(1 for f in mine if f.severity == s) for s in ("high", "medium", "low")}
         tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no faults"
         lines.append(f"{ctx.label}  ({ctx.run.path})  {tally}")
+        missing = [s for s in skipped if s["run"] == ctx.label]
         if not mine:
-            lines += ["  nothing found: no rule fired", ""]
-            continue
+            lines.append("  nothing found" + (" by the checks that could run" if missing else ""))
         for f in mine:
             lines.append(f"  {f.severity.upper():<6} {f.id}: {f.title}")
             lines += wrapped(f.summary, indent)
@@ -71,4 +80,9 @@ def findings_text(findings: Sequence[Finding], runs: Sequence[RunAnalysis]) -> s
             if f.severity != "info":
                 lines += wrapped("remedy: " + f.remedy, indent)
             lines.append("")
+        if missing:
+            lines.append(f"  skipped {len(missing)} check(s) for lack of input:")
+            for s in missing:
+                lines += wrapped(f"{s['check']}: no {s['missing']}; {s['supply']}", "    ")
+        lines.append("")
     return "\n".join(lines).rstrip()

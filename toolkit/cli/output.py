@@ -147,6 +147,7 @@ def wrapped(text: str, indent: str = "", width: int | None = None) -> list[str]:
         width=width or terminal_width(),
         initial_indent=indent,
         subsequent_indent=indent + "  ",
+        break_on_hyphens=False,
     )
     return lines or [indent]
 

@@ -32,6 +32,7 @@ from toolkit.diagnose.admission import queue_backlog, running_cap
 from toolkit.diagnose.config import config_not_applied
 from toolkit.diagnose.cudagraph import cuda_graph_miss
 from toolkit.diagnose.finding import SEVERITIES, Finding, severity_of
+from toolkit.diagnose.inputs import skipped
 from toolkit.diagnose.kv import kv_cache_pressure
 from toolkit.diagnose.slots import pp_empty_async_slots, pp_low_concurrency, pp_underfilled_slots
 from toolkit.diagnose.stages import (
@@ -54,6 +55,7 @@ __all__ = [
     "diagnose",
     "rank",
     "severity_of",
+    "skipped_checks",
 ]
 
 Rule = Callable[[RunAnalysis], Finding | None]
@@ -109,6 +111,15 @@ def diagnose(
             if found is not None:
                 findings.append(replace(found, run=ctx.label))
     return rank(findings, [name for name, _ in rules])
+
+
+def skipped_checks(
+    runs: Iterable[RunAnalysis], *, rules: Sequence[tuple[str, Rule]] = RULES
+) -> list[dict[str, str]]:
+    """Per run, the checks its inputs could not support (``run``, ``check``, ``missing``,
+    ``supply``): a rule without its input finds nothing, which is not the same as "clear"."""
+    names = tuple(name for name, _ in rules)
+    return [row for ctx in runs for row in skipped(ctx, names)]
 
 
 def rank(findings: Iterable[Finding], order: Sequence[str] = FINDING_IDS) -> list[Finding]:

@@ -432,6 +432,7 @@ def render(
         "params": resolved,
         "provenance": record,
         "findings": records.pop("findings", None),
+        "skipped": records.pop("skipped", None),
         "gap": records.pop("gap", None),
         "views": records,
     }

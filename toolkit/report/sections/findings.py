@@ -7,7 +7,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from toolkit.diagnose import diagnose
+from toolkit.diagnose import diagnose, skipped_checks
 from toolkit.report.context import redacting
 from toolkit.report.redact import escape
 from toolkit.report.runs import RunSet
@@ -31,16 +31,20 @@ def _severity_rank(finding: Any) -> int:
 
 
 def findings(runs: RunSet, *, evidence_rows: int = 12) -> View:
-    """The diagnosis: findings ranked by severity, each with its evidence and remedy."""
+    """The diagnosis: findings ranked by severity, each with its evidence and remedy, then the
+    checks the runs' inputs could not support (a missing input is not a clear result)."""
     found = diagnose(runs.analyses)
-    if not found:
-        return View(
-            "findings",
-            [para("No rule found a cause: every hypothesis checked came out clear.")],
-            {"findings": []},
-        )
+    missing = skipped_checks(runs.analyses)
     items: list[Any] = [STYLE]
     records = []
+    if not found:
+        text = "No rule found a cause"
+        text += (
+            " among the checks these inputs allow (the others are listed below)."
+            if missing
+            else ": every hypothesis checked came out clear."
+        )
+        items.append(para(text))
     for f in found:
         table = clean_frame(f.evidence) if isinstance(f.evidence, pl.DataFrame) else None
         run = f" ({f.run})" if f.run else ""
@@ -62,4 +66,10 @@ def findings(runs: RunSet, *, evidence_rows: int = 12) -> View:
         if redacting() and table is not None:
             record["evidence"] = jsonable(table)
         records.append(record)
-    return View("findings", items, {"findings": records})
+    if missing:
+        items.append(
+            f"<details><summary>{len(missing)} check(s) skipped for lack of input</summary>"
+        )
+        items.append(pl.DataFrame(missing).select("run", "check", "missing", "supply"))
+        items.append("</details>")
+    return View("findings", items, {"findings": records, "skipped": missing})

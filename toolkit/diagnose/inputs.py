@@ -1,0 +1,120 @@
+"""What each check needs from a run, and which checks a run's inputs could not support.
+
+A rule that lacks an input returns no finding, which must not read as "clear": ``skipped`` lists
+each check that could not run on a run, the input it lacked, and how to supply it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import polars as pl
+
+from toolkit.run_analysis import RunAnalysis
+
+__all__ = ["INPUTS", "NEEDS", "Input", "skipped"]
+
+
+@dataclass(frozen=True)
+class Input:
+    """One kind of input a check may need: how to tell whether a run has it, and how to add it."""
+
+    name: str
+    present: Callable[[RunAnalysis], bool]
+    supply: str
+
+
+def _has_decode(ctx: RunAnalysis) -> bool:
+    return bool(ctx.batches.filter(pl.col("kind") == "decode").height)
+
+
+def _has_graph_flag(ctx: RunAnalysis) -> bool:
+    decode = ctx.batches.filter(pl.col("kind") == "decode")
+    return bool(decode.height) and decode["cuda_graph"].null_count() < decode.height
+
+
+def _has_stage_busy(ctx: RunAnalysis) -> bool:
+    return ctx.gpu_samples is not None or bool(ctx.busy.height)
+
+
+INPUTS: dict[str, Input] = {
+    i.name: i
+    for i in (
+        Input(
+            "server log",
+            lambda ctx: ctx.run.log is not None,
+            "add the SGLang server log (journalctl -u UNIT, docker logs -t NAME, or the file)",
+        ),
+        Input(
+            "decode lines",
+            _has_decode,
+            "keep the `Decode batch` lines: log at INFO level, as the benchmark ran",
+        ),
+        Input(
+            "ServerArgs dump",
+            lambda ctx: bool(ctx.server_args),
+            "log the server start (the `server_args=` line comes first)",
+        ),
+        Input(
+            "launch command",
+            lambda ctx: ctx.command is not None,
+            'add `command = "python -m sglang.launch_server ..."` to run.toml',
+        ),
+        Input(
+            "benchmark results",
+            lambda ctx: ctx.bench is not None,
+            "add the `sglang.bench_serving --output-file` JSONL (or its printed result block)",
+        ),
+        Input(
+            "GPU trace",
+            lambda ctx: ctx.gpu_samples is not None,
+            "record `nvidia-smi --query-gpu=timestamp,index,utilization.gpu,power.draw "
+            "--format=csv -lms 100` (or dcgmi dmon) while the benchmark runs",
+        ),
+        Input(
+            "stage busy",
+            _has_stage_busy,
+            "a GPU trace, or SGLang ≥ 0.5.16's `fwd occupancy` in the decode lines",
+        ),
+        Input(
+            "CUDA-graph flag",
+            _has_graph_flag,
+            "SGLang ≥ 0.4.6 prints `cuda graph: True/False` on decode lines",
+        ),
+    )
+}
+"""Input name → how to tell whether a run has it, and how to supply it."""
+
+NEEDS: dict[str, tuple[str, ...]] = {
+    "config-not-applied": ("launch command", "ServerArgs dump"),
+    "stage-desync": ("decode lines",),
+    "pp-underfilled-slots": ("decode lines", "ServerArgs dump"),
+    "running-cap": ("decode lines",),
+    "kv-cache-pressure": ("server log",),
+    "cuda-graph-miss": ("CUDA-graph flag",),
+    "stage-imbalance": ("stage busy",),
+    "gpu-idle-bubbles": ("GPU trace", "decode lines"),
+    "prefill-interference": ("decode lines",),
+    "scaling-collapse": ("benchmark results",),
+    "queue-backlog": ("decode lines",),
+    "pp-empty-async-slots": ("decode lines", "ServerArgs dump"),
+    "pp-low-concurrency": ("decode lines",),
+    "pp-lockstep-logging": ("decode lines",),
+}
+"""Check id → the inputs it reads; a check with one missing is skipped on that run."""
+
+
+def skipped(ctx: RunAnalysis, checks: tuple[str, ...]) -> list[dict[str, str]]:
+    """The checks of ``checks`` this run could not support: ``run``, ``check``, the first
+    ``missing`` input, and how to ``supply`` it."""
+    out = []
+    for check in checks:
+        for name in NEEDS.get(check, ()):
+            need = INPUTS[name]
+            if not need.present(ctx):
+                out.append(
+                    {"run": ctx.label, "check": check, "missing": name, "supply": need.supply}
+                )
+                break
+    return out
