@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
@@ -24,7 +25,10 @@ from toolkit.analyze.config import (
 )
 from toolkit.analyze.cudagraph import cuda_graph_coverage, graph_summary
 from toolkit.analyze.kv import RETRACTION_PREFIXES, kv_pressure, retractions
-from toolkit.analyze.model import INCIDENT, Layout, Params, Workload, fit, observed_frame, predict
+from toolkit.analyze.model import Fit, Layout, Params, Workload, fit, observed_frame, predict
+from toolkit.analyze.model.catalog import ModelIdentity, model_spec
+from toolkit.analyze.model.fit import fit_none
+from toolkit.analyze.model.machine import MachineIdentity, prior
 from toolkit.analyze.occupancy import decode_phases, occupancy_summary, slot_occupancy
 from toolkit.analyze.stages import (
     LOG_INTERVAL,
@@ -38,7 +42,7 @@ from toolkit.load.run import Run, load_run
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 from toolkit.schema.sglang import BATCHES
 
-__all__ = ["RunAnalysis", "observed_points"]
+__all__ = ["RunAnalysis", "model_groups", "observed_points"]
 
 _LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
@@ -55,6 +59,8 @@ class RunAnalysis:
     def __init__(self, run: Run | str | Path) -> None:
         self.run = run if isinstance(run, Run) else load_run(run)
         self.peers: tuple[RunAnalysis, ...] = ()
+        self.found: list[Any] = []  # findings so far on this run, as ``diagnose`` makes them
+        self.compare_models = False  # cross-run findings compare runs of different models
 
     def __repr__(self) -> str:
         return f"<RunAnalysis {self.label}>"
@@ -134,6 +140,16 @@ class RunAnalysis:
     @cached_property
     def occupancy(self) -> pl.DataFrame:
         return slot_occupancy(self.batches, self.phases, pp_size=self.pp, async_depth=self.depth)
+
+    @cached_property
+    def decode(self) -> pl.DataFrame:
+        """The reference stage's decode lines with ``running`` (requests the line's throughput
+        serves: ``#running-req`` without PP, the estimate from ``#token`` under PP) and
+        ``batch`` (the logged micro-batch size)."""
+        running = pl.col("running_req") if self.pp == 1 else pl.col("running_est")
+        return self.occupancy.with_columns(
+            running=running.cast(pl.Float64), batch=pl.col("running_req")
+        )
 
     @cached_property
     def phase_summary(self) -> pl.DataFrame:
@@ -266,16 +282,82 @@ class RunAnalysis:
         return observed_points(self.run, self.label)
 
     @cached_property
-    def params(self) -> Params:
-        """Model parameters fitted to the run's own benchmark points where it has usable ones
-        (single-stream points calibrate the machine), else the incident's calibration."""
-        points = self.observed
-        if not points.height or not points.filter(pl.col("concurrency") == 1).height:
-            return INCIDENT
+    def model(self) -> ModelIdentity:
+        """The served model: its id (ServerArgs ``served_model_name``/``model_path``, else
+        ``run.toml``'s ``model``) and its architecture (``config.json`` in the run directory,
+        else the table of well-known models), or unknown."""
+        model_id, id_from = None, None
+        for key in ("model_path", "served_model_name"):
+            value = self.server_args.get(key)
+            if isinstance(value, str) and value.strip():
+                model_id, id_from = value.strip(), f"ServerArgs {key}"
+                break
+        if model_id is None and self.run.config.model:
+            model_id, id_from = self.run.config.model, "run.toml model"
+        context = self.facts.get("context_len")
+        return model_spec(
+            model_id,
+            self.run.model_config,
+            id_from=id_from,
+            context_len=context if isinstance(context, int) else None,
+        )
+
+    @cached_property
+    def machine(self) -> MachineIdentity:
+        """The machine: GPU model and count from the trace (else ``run.toml`` hardware),
+        interconnect from ``run.toml`` or the topology."""
+        gpu, gpu_from, count = None, None, None
+        samples = self.gpu_samples
+        if samples is not None and "name" in samples.columns:
+            names = samples["name"].drop_nulls()
+            if names.len():
+                gpu, gpu_from = str(names.mode().sort()[0]), "GPU trace"
+        if samples is not None:
+            keys = [c for c in ("host", "gpu") if c in samples.columns]
+            count = int(samples.select(pl.struct(keys).n_unique()).item())
+        if gpu is None and self.run.config.hardware:
+            gpu, gpu_from = self.run.config.hardware, "run.toml hardware"
+        if count is None and self.run.layout.known:
+            count = self.run.layout.gpus
+        link, link_from = self.run.config.interconnect, "run.toml"
+        if link is None and self.run.topology is not None:
+            link, link_from = self.run.topology.interconnect, "topology"
+        return MachineIdentity(gpu, gpu_from, count, link, link_from if link else None)
+
+    @cached_property
+    def fit(self) -> Fit | None:
+        """The serving model calibrated for this run, None when the model is unknown.
+
+        The starting costs come from the machine (``machine.prior``); the single-stream points
+        of this run and of the peers that served the same model on the same kind of machine
+        calibrate them (``Fit.sources`` says which were fitted). Runs on other machines or of
+        other models never change this run's fit.
+        """
+        spec = self.model.spec
+        if spec is None:
+            return None
+        hardware, sources = prior(self.machine)
+        group = [self, *(p for p in self.peers if self.shares_machine(p))]
+        frames = [ctx.observed for ctx in group if ctx.observed.height]
+        points = pl.concat(frames) if frames else observed_frame([])
         try:
-            return fit(points).params
+            return fit(points, model=spec, prior=hardware, prior_sources=sources)
         except (ToolkitError, ZeroDivisionError, ValueError):
-            return INCIDENT
+            return fit_none(spec, hardware, sources)
+
+    def shares_machine(self, other: RunAnalysis) -> bool:
+        """Whether ``other`` served the same model on the same kind of machine."""
+        return (
+            other.machine.key == self.machine.key
+            and other.model.spec is not None
+            and self.model.spec is not None
+            and other.model.spec.name == self.model.spec.name
+        )
+
+    @property
+    def params(self) -> Params | None:
+        """The calibrated model parameters, None when the model is unknown."""
+        return self.fit.params if self.fit is not None else None
 
     def model_tok_s(
         self,
@@ -284,7 +366,10 @@ class RunAnalysis:
         input_len: float | None = None,
         output_len: float | None = None,
     ) -> float | None:
-        """The serving model's decode tok/s for ``layout`` at ``concurrency``; None if it fails."""
+        """The serving model's decode tok/s for ``layout`` at ``concurrency``; None when the
+        model is unknown or the prediction fails."""
+        if self.params is None:
+            return None
         isl = _length(input_len, 1000)
         osl = _length(output_len, isl)
         try:
@@ -349,3 +434,19 @@ def observed_points(run: Run, label: str | None = None) -> pl.DataFrame:
         "output_tok_s",
     )
     return observed_frame(points)
+
+
+def model_groups(analyses: Iterable[RunAnalysis]) -> list[tuple[Fit, list[RunAnalysis]]]:
+    """The runs with a known model, grouped by shared model and machine, each group with its fit
+    (``RunAnalysis.fit``), in the order the runs came."""
+    groups: list[tuple[Fit, list[RunAnalysis]]] = []
+    for ctx in analyses:
+        if ctx.fit is None:
+            continue
+        for _, members in groups:
+            if members[0].shares_machine(ctx):
+                members.append(ctx)
+                break
+        else:
+            groups.append((ctx.fit, [ctx]))
+    return groups

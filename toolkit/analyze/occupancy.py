@@ -53,6 +53,7 @@ PHASE_COLUMNS: tuple[Column, ...] = (
     Column("output_len", _F, "generated tokens per request (benchmark); null = unknown"),
     Column("input_len_from", _S, "benchmark or prefill lines"),
     Column("bench_tok_s", _F, "output tok/s the benchmark measured for the phase"),
+    Column("bench_tpot_ms", _F, "median time per output token the benchmark measured, ms"),
 )
 PHASES = schema_of(PHASE_COLUMNS)
 
@@ -65,6 +66,7 @@ OCCUPANCY_COLUMNS: tuple[Column, ...] = (
     Column("token_usage", _F, "KV pool in use, 0–1"),
     Column("queue_req", _I, "#queue-req: requests waiting for admission"),
     Column("gen_tok_s", _F, "gen throughput of the line's window, tok/s"),
+    Column("cuda_graph", pl.Boolean(), "the logged micro-batch ran on a CUDA graph; null = unsaid"),
     Column("generated_est", _F, "estimated tokens generated so far per running request"),
     Column("mean_context", _F, "estimated tokens per running request: prompt + generated"),
     Column("running_est", _F, "#token / mean_context: requests the KV pool holds"),
@@ -188,6 +190,7 @@ def decode_phases(
                 "output_len": b.get("output_len"),
                 "input_len_from": isl_from if isl is not None else None,
                 "bench_tok_s": b.get("output_tok_s"),
+                "bench_tpot_ms": b.get("tpot_ms"),
             }
         )
     return pl.DataFrame(rows, schema=PHASES, orient="row")
@@ -232,6 +235,7 @@ def _bench_for(n_phases: int, runs: pl.DataFrame | None) -> list[dict[str, objec
             "input_len": r.get("input_len"),
             "output_len": r.get("output_len"),
             "output_tok_s": r.get("output_tok_s"),
+            "tpot_ms": r.get("tpot_median_ms") or r.get("tpot_mean_ms"),
         }
         for r in runs.iter_rows(named=True)
     ]

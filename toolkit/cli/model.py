@@ -10,7 +10,6 @@ under changed SGLang flags or workload. ``--json`` prints one object:
 from __future__ import annotations
 
 import argparse
-import io
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,8 +18,6 @@ from typing import Any, TextIO
 import polars as pl
 
 from toolkit.analyze.model import (
-    INCIDENT_HARDWARE,
-    KIMI_K2,
     Fit,
     Hardware,
     ModelSpec,
@@ -34,6 +31,7 @@ from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import aligned, emit, number, to_json
 from toolkit.cli.runs import load_analyses
 from toolkit.errors import ToolkitError
+from toolkit.run_analysis import model_groups
 
 __all__ = ["parse_what_if", "run_model"]
 
@@ -83,15 +81,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Observed points of each run (its benchmark joined with its layout) → the model."""
-    frames = []
-    for path, ctx in zip(args.paths, load_analyses(args.paths, quiet=args.quiet), strict=True):
+    """Each run's observed points against its own model and machine (runs that share both share
+    one fit)."""
+    analyses = load_analyses(args.paths, quiet=args.quiet)
+    for path, ctx in zip(args.paths, analyses, strict=True):
         if not ctx.observed.height:
             raise ToolkitError(f"{path}: no benchmark results to compare the model with")
-        frames.append(ctx.observed)
-    out = io.StringIO()
-    run_model(pl.concat(frames), parse_what_if(args.what_if), args.json, out=out)
-    emit(out.getvalue().rstrip("\n"), args.output)
+    unknown = [ctx for ctx in analyses if ctx.fit is None]
+    groups = [(fitted, pl.concat([c.observed for c in members]))
+              for fitted, members in model_groups(analyses)]  # fmt: skip
+    if not groups:
+        label = unknown[0].label
+        raise ToolkitError(
+            f"{label}: {unknown[0].model.describe()}; the serving model needs the architecture"
+        )
+    report = model_report(groups, parse_what_if(args.what_if))
+    text = to_json(report["json"]) if args.json else report["text"]
+    if unknown and not args.json:
+        text += "\n\n" + "\n".join(f"{c.label}: {c.model.describe()}" for c in unknown)
+    emit(text, args.output)
     return 0
 
 
@@ -122,40 +130,45 @@ def run_model(
     what_if: Mapping[str, int | None] | None = None,
     as_json: bool = False,
     *,
-    model: ModelSpec = KIMI_K2,
-    prior: Hardware = INCIDENT_HARDWARE,
+    model: ModelSpec,
+    prior: Hardware,
+    high_load: bool = False,
     out: TextIO | None = None,
 ) -> int:
-    """Fit, then print expected vs observed (and the what-if); returns the exit code.
-
-    ``points`` are observed points (``observed_frame`` columns; ``load_bench`` runs work once
-    their layout columns are filled). Raises ``ToolkitError`` on bad input or an unknown what-if
-    key, for the CLI to report.
-    """
+    """Fit ``points`` of one model on one machine, then print expected vs observed (and the
+    what-if); returns the exit code. Raises ``ToolkitError`` on bad input or an unknown what-if
+    key, for the CLI to report."""
     out = out or sys.stdout
     frame = observed_frame(points)
     if frame.height == 0:
         raise ToolkitError("model: no observed points to fit")
-    fitted = fit(frame, model=model, prior=prior)
-    expected = expected_vs_observed(fitted, frame)
-    changes = dict(what_if or {})
-    scenario = what_if_table(fitted, frame, changes) if changes else None
-    if as_json:
-        doc: dict[str, Any] = {
-            "params": fitted.summary(),
-            "points": [{k: row[k] for k in _POINT_KEYS} for row in expected.iter_rows(named=True)],
-        }
-        if scenario is not None:
-            doc["what_if"] = {
-                "changes": changes,
-                "points": [
-                    {k: row[k] for k in _WHAT_IF_KEYS} for row in scenario.iter_rows(named=True)
-                ],
-            }
-        out.write(to_json(doc) + "\n")
-    else:
-        out.write(_render(fitted, expected, changes, scenario) + "\n")
+    fitted = fit(frame, model=model, prior=prior, high_load=high_load)
+    report = model_report([(fitted, frame)], dict(what_if or {}))
+    out.write((to_json(report["json"]) if as_json else report["text"]) + "\n")
     return 0
+
+
+def model_report(
+    groups: Sequence[tuple[Fit, pl.DataFrame]], changes: Mapping[str, int | None]
+) -> dict[str, Any]:
+    """The JSON document and the text of ``ppscope model``: one fit per group of runs that
+    share a model and a machine, every point against its group's fit."""
+    fits, points, scenarios, texts = [], [], [], []
+    for fitted, frame in groups:
+        expected = expected_vs_observed(fitted, frame)
+        scenario = what_if_table(fitted, frame, changes) if changes else None
+        labels = frame["label"].unique(maintain_order=True).to_list()
+        fits.append({"runs": labels, **fitted.summary()})
+        points += [{k: row[k] for k in _POINT_KEYS} for row in expected.iter_rows(named=True)]
+        if scenario is not None:
+            scenarios += [
+                {k: row[k] for k in _WHAT_IF_KEYS} for row in scenario.iter_rows(named=True)
+            ]
+        texts.append(_render(fitted, expected, changes, scenario))
+    document: dict[str, Any] = {"fits": fits, "points": points}
+    if changes:
+        document["what_if"] = {"changes": dict(changes), "points": scenarios}
+    return {"json": document, "text": "\n\n".join(texts)}
 
 
 # ── text ──────────────────────────────────────────────────────────────────────────────────────
@@ -174,6 +187,8 @@ def _render(
     hw, m = fitted.params.hardware, fitted.params.model
     used = ", ".join(f"{lab} c={c}" for lab, c in fitted.calibration) or "none"
     status = {name: "fitted" for name in fitted.fitted} | {name: "prior" for name in fitted.fixed}
+    status |= fitted.sources
+    routing = "uniform routing (assumed)" if m.experts and m.e_eff == m.experts else "model"
     lines = [
         f"model: {m.name}",
         f"hardware: {hw.name}",
@@ -185,8 +200,9 @@ def _render(
                 ("  PP hop", f"{hw.hop_s * 1e3:.2f} ms", status["hop_s"]),
                 ("  all-reduce α_AR", f"{hw.allreduce_s * 1e6:.0f} µs", status["allreduce_s"]),
                 ("  overhead per step", f"{hw.overhead_s * 1e3:.2f} ms", status["overhead_s"]),
-                ("  effective experts E_eff", f"{m.e_eff:.0f}", "model"),
+                ("  effective experts E_eff", f"{m.e_eff:.0f}", routing),
             ],
+            keys=1,
         ),
         "",
     ]

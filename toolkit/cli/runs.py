@@ -22,4 +22,6 @@ def load_analyses(paths: Sequence[Path], *, quiet: bool = False) -> list[RunAnal
                 for part in ("log", "bench", "gpu"):
                     getattr(run, part)
             out.append(RunAnalysis(run))
+    for ctx in out:  # runs loaded together are compared with each other
+        ctx.peers = tuple(c for c in out if c is not ctx)
     return out

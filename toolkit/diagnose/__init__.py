@@ -19,6 +19,7 @@ severity, then by the share of throughput each explains. A rule is one function 
 ``pp-empty-async-slots``    pp_async_batch_depth slots that never hold requests
 ``pp-low-concurrency``      info: fewer requests than stages, inherent
 ``pp-lockstep-logging``     info: every stage logs the same batch, the normal PP log
+``unexplained-slowdown``    time per round no finding and no model term explains
 ==========================  =========================================================
 """
 
@@ -34,6 +35,7 @@ from toolkit.diagnose.cudagraph import cuda_graph_miss
 from toolkit.diagnose.finding import SEVERITIES, Finding, severity_of
 from toolkit.diagnose.inputs import skipped
 from toolkit.diagnose.kv import kv_cache_pressure
+from toolkit.diagnose.residual import unexplained_slowdown
 from toolkit.diagnose.slots import pp_empty_async_slots, pp_low_concurrency, pp_underfilled_slots
 from toolkit.diagnose.stages import (
     gpu_idle_bubbles,
@@ -70,13 +72,16 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("stage-imbalance", stage_imbalance),
     ("gpu-idle-bubbles", gpu_idle_bubbles),
     ("prefill-interference", prefill_interference),
-    ("scaling-collapse", scaling_collapse),
     ("queue-backlog", queue_backlog),
     ("pp-empty-async-slots", pp_empty_async_slots),
     ("pp-low-concurrency", pp_low_concurrency),
     ("pp-lockstep-logging", pp_lockstep_logging),
+    ("unexplained-slowdown", unexplained_slowdown),
+    ("scaling-collapse", scaling_collapse),
 )
-"""(id, rule) in tie-break order; every rule returns a finding with its own id or None."""
+"""(id, rule) in tie-break order; every rule returns a finding with its own id or None. The last
+two read the findings before them on the same run (``RunAnalysis.found``): what the causes
+explain, and which causes a collapse has."""
 
 FINDING_IDS: tuple[str, ...] = tuple(name for name, _ in RULES)
 
@@ -85,6 +90,7 @@ def diagnose(
     runs: Iterable[Run | RunAnalysis | str | Path],
     *,
     rules: Sequence[tuple[str, Rule]] = RULES,
+    compare_models: bool = False,
 ) -> list[Finding]:
     """Check every hypothesis on every run; findings ranked (see ``rank``).
 
@@ -95,6 +101,9 @@ def diagnose(
         together are each other's peers (``scaling-collapse`` compares them).
     rules
         The rules to apply, by default all of ``RULES``.
+    compare_models
+        Compare runs of different models with each other (``scaling-collapse``); by default
+        only runs of the same model are.
 
     Returns
     -------
@@ -104,11 +113,14 @@ def diagnose(
     contexts = [r if isinstance(r, RunAnalysis) else RunAnalysis(r) for r in runs]
     for ctx in contexts:
         ctx.peers = tuple(c for c in contexts if c is not ctx)
+        ctx.compare_models = compare_models
     findings = []
     for ctx in contexts:
+        ctx.found = []
         for _, rule in rules:
             found = rule(ctx)
             if found is not None:
+                ctx.found.append(found)
                 findings.append(replace(found, run=ctx.label))
     return rank(findings, [name for name, _ in rules])
 

@@ -11,30 +11,37 @@ from __future__ import annotations
 
 import math
 
+from toolkit.analyze.effects import graph_effect
 from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.thresholds import ASSUMED_EAGER_SLOWDOWN, MIN_EAGER_SHARE
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["EAGER_SLOWDOWN", "cuda_graph_miss"]
+__all__ = ["cuda_graph_miss"]
 
-EAGER_SLOWDOWN = 1.5
-"""Assumed cost of an eager decode step relative to its graph (an estimate: launch overhead
-dominates small-batch decode); the impact is ``eager_share × (1 − 1/EAGER_SLOWDOWN)``."""
-
-MIN_SHARE = 0.05
 GRAPH_DEVICES = frozenset({"cuda", "npu", "musa"})  # devices whose decode runs captured graphs
 
 
 def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
-    """A noticeable share of decode steps ran eagerly."""
+    """A noticeable share of the generated tokens came from eager decode steps.
+
+    The share is weighted by tokens (a window of eager steps at high load generates more than
+    one at low load); the slowdown is measured from the eager lines' time per token against the
+    graph lines' at neighbouring batch sizes, else an assumed factor, said so.
+    """
     devices = set(ctx.batches["graph_device"].drop_nulls().unique().to_list())
     if devices and not devices & GRAPH_DEVICES:
         return None  # eager is the normal mode on a CPU device
+    effect = graph_effect(ctx.decode)
     g = ctx.graphs
-    share = g["eager_share"]
-    eager = g["eager_lines"] or g["uncaptured_lines"]
-    if share is None or share < MIN_SHARE or eager < 2:
+    if effect is None:
         return None
-    impact = share * (1 - 1 / EAGER_SLOWDOWN)
+    share = effect.eager_token_share
+    if share < MIN_EAGER_SHARE or effect.eager_lines < 2:
+        return None
+    slowdown, basis = effect.slowdown, "measured"
+    if slowdown is None:
+        slowdown, basis = ASSUMED_EAGER_SLOWDOWN, "assumed"
+    impact = share * (1 - 1 / slowdown)
     disabled = bool(ctx.server_args.get("disable_cuda_graph")) or g["max_captured"] == 0
     top, seen = g["max_captured"], g["max_observed"]
     if disabled:
@@ -55,18 +62,28 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
             "Check the `Capture ... CUDA graph` lines at startup; drop "
             "--disable-cuda-graph-padding or list the sizes in --cuda-graph-bs."
         )
+    if basis == "measured":
+        factor = (
+            f"an eager step took {slowdown:.1f}× the time of a graph step at a neighbouring "
+            "batch size in this log"
+        )
+    else:
+        factor = (
+            f"the log holds no graph step near the eager batch sizes to compare, so an eager "
+            f"step is assumed to take {slowdown}× a graph step"
+        )
     summary = (
-        f"{eager} of {g['flagged_lines'] or g['decode_lines']} sampled decode steps "
-        f"({share:.0%}) ran eagerly: {cause}. At an assumed {EAGER_SLOWDOWN}× per eager step "
+        f"{effect.eager_lines} of {effect.flagged_lines} sampled decode windows ran eagerly "
+        f"and generated {share:.0%} of the decode tokens: {cause}. {factor.capitalize()}: "
         f"that costs ≈{impact:.0%} of decode throughput."
     )
-    evidence = ctx.coverage.sort("eager_lines", "lines", descending=True).head(20)
     return Finding(
         id="cuda-graph-miss",
         severity=severity_of(impact),
-        title=f"{share:.0%} of decode steps ran without a CUDA graph",
+        title=f"{share:.0%} of decode tokens came from steps without a CUDA graph",
         summary=summary,
-        evidence=evidence.sort("running_req"),
+        evidence=effect.evidence.head(20),
         remedy=remedy,
         impact=impact,
+        basis=basis,
     )

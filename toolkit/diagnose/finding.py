@@ -1,10 +1,12 @@
 """``Finding``: one diagnosed cause (or note) with the evidence table it rests on.
 
-Severity says how much of the lost throughput a finding explains: ``high`` ≥ 20 % (estimated
-with the serving model), ``medium`` ≥ 5 %, ``low`` below that or a cost without a throughput
-estimate, ``info`` a note that is not a fault (normal PP lock-step logging, a pipeline that
-cannot fill at low concurrency). ``config-not-applied`` and ``stage-desync`` are ``high``
-whatever their throughput cost: the run then measured something other than what was asked.
+Severity says how much of the throughput a finding explains (``thresholds``): ``high`` ≥ 20 %,
+``medium`` ≥ 5 %, ``low`` below that, ``info`` a note that is not a fault (normal PP lock-step
+logging, a pipeline that cannot fill at low concurrency). ``config-not-applied`` and
+``stage-desync`` are ``high`` whatever their throughput cost: the run then measured something
+other than what was asked. ``basis`` says where the impact comes from: ``measured`` (the run's
+own lines and results), ``modelled`` (the serving model of the run's model and machine) or
+``assumed`` (a stated factor, for want of either).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from typing import Any
 
 import polars as pl
 
-__all__ = ["SEVERITIES", "Finding", "severity_of"]
+from toolkit.diagnose.thresholds import HIGH_IMPACT, MEDIUM_IMPACT
+
+__all__ = ["BASES", "SEVERITIES", "Finding", "severity_of"]
 
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low", "info")
 """From most to least severe; findings are ranked in this order."""
-
-HIGH_IMPACT = 0.20
-MEDIUM_IMPACT = 0.05
+BASES: tuple[str, ...] = ("measured", "modelled", "assumed")
+"""Where a finding's impact comes from."""
 
 
 def severity_of(impact: float | None, *, floor: str = "low") -> str:
@@ -60,6 +63,8 @@ class Finding:
         Label of the run the finding is about.
     impact
         Estimated share of throughput the finding explains, 0–1; None when not estimated.
+    basis
+        ``measured``, ``modelled`` or ``assumed``: where ``impact`` comes from.
     """
 
     id: str
@@ -71,14 +76,17 @@ class Finding:
     chart: Any = field(default=None, repr=False, compare=False)
     run: str | None = None
     impact: float | None = None
+    basis: str | None = None
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"finding {self.id}: unknown severity {self.severity!r}")
+        if self.basis is not None and self.basis not in BASES:
+            raise ValueError(f"finding {self.id}: unknown basis {self.basis!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``ppscope diagnose --json``: id, severity, run, title, summary,
-        evidence (a list of row objects), remedy."""
+        evidence (a list of row objects), remedy, impact and its basis."""
         return {
             "id": self.id,
             "severity": self.severity,
@@ -90,6 +98,8 @@ class Finding:
                 for row in self.evidence.iter_rows(named=True)
             ],
             "remedy": self.remedy,
+            "impact": None if self.impact is None else round(self.impact, 4),
+            "basis": self.basis,
         }
 
 

@@ -78,6 +78,12 @@ INPUTS: dict[str, Input] = {
             "a GPU trace, or SGLang ≥ 0.5.16's `fwd occupancy` in the decode lines",
         ),
         Input(
+            "model architecture",
+            lambda ctx: ctx.model.known,
+            "place the model's config.json in the run directory, or set `model` in run.toml "
+            "to a known id",
+        ),
+        Input(
             "CUDA-graph flag",
             _has_graph_flag,
             "SGLang ≥ 0.4.6 prints `cuda graph: True/False` on decode lines",
@@ -101,6 +107,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "pp-empty-async-slots": ("decode lines", "ServerArgs dump"),
     "pp-low-concurrency": ("decode lines",),
     "pp-lockstep-logging": ("decode lines",),
+    "unexplained-slowdown": ("model architecture", "benchmark results"),
 }
 """Check id → the inputs it reads; a check with one missing is skipped on that run."""
 

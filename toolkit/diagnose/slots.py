@@ -16,14 +16,12 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.analyze.effects import TripCurve, trip_curve
 from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.thresholds import SLOT_TOLERANCE
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["pp_empty_async_slots", "pp_low_concurrency", "pp_underfilled_slots"]
-
-# Active-slot estimates carry ~10 % noise (mean context): half a slot short of the stage
-# count is not yet a fault.
-SLOT_TOLERANCE = 0.5
 
 
 def _judged(ctx: RunAnalysis) -> list[dict[str, Any]]:
@@ -59,8 +57,10 @@ def _evidence(rows: list[dict[str, Any]], model: bool = False) -> pl.DataFrame:
                 "stages": r["stages"],
                 "slots": r["slots"],
                 "verdict": r["verdict"],
+                "measured_tok_s": _round(r.get("measured_tok_s"), 0),
+                "remedy_tok_s": _round(r.get("remedy_tok_s"), 0),
                 "model_tok_s": _round(r.get("now_tok_s"), 0),
-                "remedy_tok_s": _round(r.get("fixed_tok_s"), 0),
+                "model_remedy_tok_s": _round(r.get("fixed_tok_s"), 0),
             }
             for r in rows[:20]
         ],
@@ -74,20 +74,56 @@ def _evidence(rows: list[dict[str, Any]], model: bool = False) -> pl.DataFrame:
             "stages": pl.Int64,
             "slots": pl.Int64,
             "verdict": pl.String,
-            "model_tok_s": pl.Float64,
+            "measured_tok_s": pl.Float64,
             "remedy_tok_s": pl.Float64,
+            "model_tok_s": pl.Float64,
+            "model_remedy_tok_s": pl.Float64,
         },
         orient="row",
     )
-    return frame if model else frame.drop("model_tok_s", "remedy_tok_s")
+    sized = ("measured_tok_s", "remedy_tok_s", "model_tok_s", "model_remedy_tok_s")
+    return frame if model else frame.drop(sized)
 
 
 def _round(x: float | None, digits: int) -> float | None:
     return None if x is None or not math.isfinite(x) else round(x, digits)
 
 
+def measured_round(ctx: RunAnalysis, r: dict[str, Any]) -> float | None:
+    """The phase's time per output token (= one round under PP), seconds: the benchmark's
+    median TPOT, else running requests over the log's gen throughput."""
+    phase = ctx.phase(r["phase"])
+    tpot = phase.get("bench_tpot_ms")
+    if isinstance(tpot, float) and math.isfinite(tpot) and tpot > 0:
+        return tpot / 1e3
+    running, gen = r.get("running_est"), r.get("gen_tok_s")
+    if running and gen and math.isfinite(running) and gen > 0:
+        return running / gen
+    return None
+
+
+def trip_points(ctx: RunAnalysis, rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(micro-batch size, round s) of the phases whose slots were fewer than the stages: there
+    each micro-batch's trip round the ring is the round."""
+    out = []
+    for r in rows:
+        active, slot = r["active_slots_est"], r["slot_req"]
+        rnd = measured_round(ctx, r)
+        if rnd is None or not slot or active is None or active >= ctx.pp - SLOT_TOLERANCE:
+            continue
+        out.append((float(slot), rnd))
+    return out
+
+
 def pp_underfilled_slots(ctx: RunAnalysis) -> Finding | None:
-    """Enough requests ran to give every stage a micro-batch, but fewer slots held them."""
+    """Enough requests ran to give every stage a micro-batch, but fewer slots held them.
+
+    The cost is measured where the run allows: the rounds of its under-filled phases against
+    their micro-batch sizes give the round of a micro-batch of ``c / pp`` requests, which is
+    the round once every stage has one (``--pp-max-micro-batch-size ⌈c/pp⌉``). Without two
+    measured sizes the serving model of the run's model and machine sizes it, scaled by the
+    run's measured/model ratio; without a known model the cost stays unsized.
+    """
     if ctx.pp < 2:
         return None
     rows = _judged(ctx)
@@ -95,64 +131,161 @@ def pp_underfilled_slots(ctx: RunAnalysis) -> Finding | None:
     if not faults:
         return None
     p, slots = ctx.pp, ctx.slots
-    cap, plan = _best_cap(ctx, [r for r in rows if not r["verdict"].startswith("inherent")])
+    curve = trip_curve(trip_points(ctx, rows))
     for r in rows:
-        r.update(plan.get(r["phase"], {}))
-    gains = [r for r in faults if r.get("gain") is not None]
-    # The headline is the phase that loses the most tokens per second, not the largest share:
-    # that is where the throughput the user cares about goes.
-    best = max(gains, key=lambda r: r["gain"]) if gains else max(faults, key=_load)
-    impact = best.get("impact")
+        r.update(_sized(ctx, r, curve))
+    candidates = [r for r in rows if not r["verdict"].startswith("inherent")]
+    best = max(faults, key=_load)  # scaling is about the top: the highest load that packs
     c = _load(best)
+    cap, gains = _best_cap(ctx, best, candidates, curve)
+    cap = cap or max(math.ceil(c / p), 1)
     active = round(best["active_slots_est"])
     slot = round(best["slot_req"])
-    in_flight = f"{c} requests in flight" if best["offered"] else f"~{c} requests running"
+    now_round = measured_round(ctx, best)
+    impact: float | None = None
+    basis: str | None = None
+    sizing = ""
+    if gains and now_round:
+        gain = gains.get(best["phase"], 1.0)
+        impact = max(0.0, 1 - 1 / gain)
+        basis = "measured"
+        tok_s = _measured(ctx, best)
+        for r in rows:
+            if r["phase"] in gains:
+                r["remedy_tok_s"] = _measured(ctx, r) * gains[r["phase"]]
+        assert curve is not None
+        sizing = (
+            f" Measured here: {tok_s:.0f} tok/s at {c} requests, one token per request every "
+            f"{now_round * 1e3:.0f} ms; the rounds of this run's under-filled phases grow by "
+            f"{curve.per_request_s * 1e3:.1f} ms per request in a micro-batch, so with "
+            f"--pp-max-micro-batch-size {cap} this load would run at ≈{tok_s * gain:.0f} tok/s "
+            f"(the packing costs {impact:.0%})."
+        )
+        worse = [r for r in candidates if gains.get(r["phase"], 1.0) < 0.95]
+        if worse:
+            loads = ", ".join(str(_load(r)) for r in worse)
+            sizing += f" At {loads} requests that cap would cost throughput: a static cap trades."
+    elif best.get("now_tok_s") and best.get("fixed_tok_s"):
+        impact = max(0.0, 1 - best["now_tok_s"] / best["fixed_tok_s"])
+        basis = "modelled"
+        sizing = _modelled_text(ctx, best, c, cap, now_round, impact)
     summary = (
-        f"{in_flight}, but #token implies ~{active} active slots of {slots}; each slot holds "
-        f"{slot} (#running-req), so only ~{active} of {p} stages have a micro-batch to work on "
-        f"and each GPU idles about {max(0.0, 1 - active / p):.0%} of a round."
+        f"{c} requests in flight, but #token implies ~{active} active slots of {slots}; each "
+        f"slot holds {slot} (#running-req), so only ~{active} of {p} stages have a micro-batch "
+        f"to work on and each GPU idles about {max(0.0, 1 - active / p):.0%} of a round."
     )
     cause = _cause(ctx, best)
     if cause:
         summary += " " + cause
     if best["replay"]:
         summary += f" Replaying admission for this burst gives {best['replay']}."
-    # The cap that packed the slots may already be the best single value for the sweep.
-    tradeoff = impact is not None and impact < 0.01
-    if impact is not None and not tradeoff:
+    summary += sizing or (
+        f" The cost is not sized: the run measured one micro-batch size only and "
+        f"{ctx.model.describe()}."
+    )
+    severity = severity_of(impact, floor="medium")
+    chosen = ctx.layout.pp_max_micro_batch_size
+    if chosen is not None and slot >= chosen and severity == "high":
+        # The user's own per-slot cap packed these slots: the known price of a static cap
+        # tuned for another load, not a fault of the layout.
+        severity = "medium"
         summary += (
-            f" The serving model expects ≈{best['fixed_tok_s']:.0f} tok/s with "
-            f"--pp-max-micro-batch-size {cap} against ≈{best['now_tok_s']:.0f} tok/s as packed "
-            f"(−{impact:.0%})."
+            f" The packing comes from the explicit --pp-max-micro-batch-size {chosen}, tuned "
+            "for another load: a static cap trades between loads."
         )
-        worse = [r for r in rows if (r.get("gain") or 0.0) < -0.05 * (r.get("now_tok_s") or 1)]
-        if worse:
-            loads = ", ".join(str(_load(r)) for r in worse)
-            summary += f" At {loads} requests that cap would cost throughput: a static cap trades."
-    if tradeoff:
-        summary += (
-            f" The per-slot cap of {cap} is already the best single value for this sweep's "
-            "loads: the low-load phases pay for it."
-        )
-        severity = "low"
-        impact = None
-        fill = max(math.ceil(c / p), 1)
-        remedy = (
-            f"Nothing to change for this sweep. If you mostly serve about {c} requests, "
-            f"--pp-max-micro-batch-size {fill} gives every stage a micro-batch there."
-        )
-    else:
-        severity = severity_of(impact, floor="medium")
-        remedy = _remedy(ctx, cap, c)
     return Finding(
         id="pp-underfilled-slots",
         severity=severity,
         title=f"~{active} of {slots} micro-batch slots active at {c} requests with {p} stages",
         summary=summary,
         evidence=_evidence(rows, model=True),
-        remedy=remedy,
+        remedy=_remedy(ctx, cap, c),
         impact=impact,
+        basis=basis,
     )
+
+
+def _measured(ctx: RunAnalysis, r: dict[str, Any]) -> float:
+    """The phase's measured tok/s (benchmark, else the log's round)."""
+    value = r.get("measured_tok_s")
+    if value:
+        return float(value)
+    rnd = measured_round(ctx, r)
+    return _load(r) / rnd if rnd else 0.0
+
+
+def _capped_rate(curve: TripCurve, c: int, b_now: int, cap: int, stages: int, slots: int) -> float:
+    """Requests served per second (on ``curve``'s rounds) when a cap of ``cap`` per slot packs
+    ``c`` requests that ran ``b_now`` per slot: smaller micro-batches, more of them; beyond the
+    stage count each round holds several micro-batches per stage, beyond the slot count the
+    rest wait."""
+    b = max(1, min(b_now, cap))
+    n = math.ceil(c / b)
+    running = min(c, slots * b)
+    rnd = curve.round_s(b) * max(1.0, min(n, slots) / stages)
+    return running / rnd if rnd > 0 else 0.0
+
+
+def _best_cap(
+    ctx: RunAnalysis,
+    headline: dict[str, Any],
+    rows: list[dict[str, Any]],
+    curve: TripCurve | None,
+) -> tuple[int | None, dict[int, float]]:
+    """The ``pp_max_micro_batch_size`` that serves the headline phase's load best on the run's
+    measured round curve, and per phase the throughput gain it gives (> 1: faster), so the
+    summary can say where a static cap would cost."""
+    if curve is None or not rows:
+        return None, {}
+    p, slots = ctx.pp, ctx.slots
+    loads = {r["phase"]: (_load(r), _current_cap(r)) for r in rows}
+    c, b = _load(headline), _current_cap(headline)
+    candidates = range(1, max(b, 1) + 1)
+    cap = max(candidates, key=lambda k: (round(_capped_rate(curve, c, b, k, p, slots), 9), k))
+    gains = {
+        phase: _capped_rate(curve, lc, lb, cap, p, slots)
+        / _capped_rate(curve, lc, lb, lb, p, slots)
+        for phase, (lc, lb) in loads.items()
+    }
+    return cap, gains
+
+
+def _sized(ctx: RunAnalysis, r: dict[str, Any], curve: TripCurve | None) -> dict[str, Any]:
+    """Per phase: tok/s measured, and with every stage given a micro-batch (measured curve, else
+    the serving model as packed and remedied)."""
+    c = _load(r)
+    cap = max(math.ceil(c / ctx.pp), 1)
+    out: dict[str, Any] = {}
+    rnd = measured_round(ctx, r)
+    phase = ctx.phase(r["phase"])
+    if rnd:
+        measured = phase.get("bench_tok_s") or c / rnd
+        out["measured_tok_s"] = measured
+    isl, osl = phase.get("input_len"), phase.get("output_len")
+    packed = ctx.with_layout(pp_max_micro_batch_size=_current_cap(r))
+    now = ctx.model_tok_s(packed, c, isl, osl)
+    fixed = ctx.model_tok_s(ctx.with_layout(pp_max_micro_batch_size=cap), c, isl, osl)
+    if now and fixed:
+        out |= {"now_tok_s": now, "fixed_tok_s": fixed}
+    return out
+
+
+def _modelled_text(
+    ctx: RunAnalysis, r: dict[str, Any], c: int, cap: int, now_round: float | None, impact: float
+) -> str:
+    now, fixed = r["now_tok_s"], r["fixed_tok_s"]
+    text = (
+        f" The serving model of {ctx.model.describe()} on {ctx.machine.describe()} expects "
+        f"≈{now:.0f} tok/s as packed and ≈{fixed:.0f} tok/s with --pp-max-micro-batch-size "
+        f"{cap} (−{impact:.0%} as packed)."
+    )
+    if now_round:
+        measured = r.get("measured_tok_s") or c / now_round
+        text += (
+            f" The run measured {measured:.0f} tok/s, {measured / now:.0%} of the model's, so "
+            f"expect ≈{fixed * measured / now:.0f} tok/s after the change."
+        )
+    return text
 
 
 def _load(r: dict[str, Any]) -> int:
@@ -162,51 +295,6 @@ def _load(r: dict[str, Any]) -> int:
 def _current_cap(r: dict[str, Any]) -> int:
     """The per-slot size the phase ran with: the observed slot size."""
     return max(round(r["slot_req"] or 1), 1)
-
-
-def _best_cap(
-    ctx: RunAnalysis, rows: list[dict[str, Any]]
-) -> tuple[int | None, dict[int, dict[str, Any]]]:
-    """The single ``pp_max_micro_batch_size`` the serving model favours over the phases that
-    could fill the pipeline (geometric mean of tok/s), and per phase: tok/s as packed (the
-    observed slot size as cap reproduces the packing), tok/s with that cap, the gain and the
-    share the packing costs. A static cap serves every load at once, so one value is chosen.
-    """
-    if not rows:
-        return None, {}
-    loads = {r["phase"]: _load(r) for r in rows}
-    lengths = {r["phase"]: ctx.phase(r["phase"]) for r in rows}
-    candidates = sorted(
-        {max(math.ceil(c / ctx.pp), 1) for c in loads.values()} | {_current_cap(r) for r in rows}
-    )
-
-    def tok_s(cap: int, phase: int) -> float | None:
-        span = lengths[phase]
-        layout = ctx.with_layout(pp_max_micro_batch_size=cap)
-        return ctx.model_tok_s(layout, loads[phase], span.get("input_len"), span.get("output_len"))
-
-    table = {cap: {r["phase"]: tok_s(cap, r["phase"]) for r in rows} for cap in candidates}
-    scored = {
-        cap: math.fsum(math.log(v) for v in per.values() if v) / len(per)
-        for cap, per in table.items()
-        if all(per.values())
-    }
-    if not scored:
-        return None, {}
-    best = max(scored, key=lambda cap: (round(scored[cap], 9), -cap))
-    plan = {}
-    for r in rows:
-        now = table.get(_current_cap(r), {}).get(r["phase"])
-        fixed = table[best][r["phase"]]
-        if now is None or fixed is None:
-            continue
-        plan[r["phase"]] = {
-            "now_tok_s": now,
-            "fixed_tok_s": fixed,
-            "gain": fixed - now,
-            "impact": max(0.0, 1.0 - now / fixed),
-        }
-    return best, plan
 
 
 def _remedy(ctx: RunAnalysis, cap: int | None, c: int) -> str:

@@ -163,6 +163,8 @@ def _rebalanced(ctx: RunAnalysis, busiest: int, idlest: int) -> tuple[int, ...] 
     """The partition to try: the remainder layers on the first stages when the last stage is
     the busiest (it also has the lm_head), else one layer moved from the busiest stage to the
     idlest."""
+    if ctx.params is None:
+        return None
     layers = ctx.params.model.layers
     try:
         default = layer_partition(layers, ctx.pp, ctx.layout.layer_partition)
@@ -337,6 +339,8 @@ def _measured_busy(ctx: RunAnalysis) -> dict[int, tuple[float, str]]:
 
 def _expected_busy(ctx: RunAnalysis, s: dict[str, Any], offered: int) -> float | None:
     """Mean stage busy share the serving model expects for the phase as packed."""
+    if ctx.params is None:
+        return None
     phase = ctx.phase(s["phase"])
     isl = round(phase.get("input_len") or 1000)
     osl = round(phase.get("output_len") or isl)

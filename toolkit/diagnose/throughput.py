@@ -2,12 +2,13 @@
 
 ``scaling-collapse`` is the symptom, measured on the benchmark: a layout that keeps up with
 (or leads) another at low load and falls far behind at high load, or whose throughput falls as
-load grows. It explains nothing by itself, so it is at most ``medium``; the causes are the
-run's other findings.
+load grows. It explains nothing by itself, so it is at most ``medium``; it names the causes
+found on the same run, or says that none was. Runs of different models are compared only when
+asked (``compare_models``); different machines are compared, and said.
 
 ``prefill-interference``: without mixed chunked prefill a slot that prefills on its turn skips
-its decode step, so decode windows that contain prefill lines generate
-less. Its cost is the share of windows with prefill times the throughput dip in them.
+its decode step, so decode windows that contain prefill lines generate less. Its cost is the
+decode throughput those windows lost, weighted by the time they lasted.
 """
 
 from __future__ import annotations
@@ -17,16 +18,13 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.analyze.effects import prefill_effect
 from toolkit.analyze.stages import reference_lines
 from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.thresholds import BEHIND, DECLINE, MIN_PREFILL_LOSS, STANDING_LOSS
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["prefill_interference", "scaling_collapse"]
-
-STANDING_LOSS = 0.6  # relative standing at high load over low load that counts as collapse
-BEHIND = 0.8  # ... while delivering less than this share of the other layout
-DECLINE = 0.9  # more load giving less than this share of the throughput
-_ROUNDED = pl.col("gen_with", "gen_without", "dip", "share", "cost")
 
 
 def _curve(ctx: RunAnalysis) -> dict[int, float]:
@@ -45,6 +43,8 @@ def scaling_collapse(ctx: RunAnalysis) -> Finding | None:
         return None
     best: dict[str, Any] | None = None
     for peer in ctx.peers:
+        if not ctx.compare_models and not _same_model(ctx, peer):
+            continue
         theirs = _curve(peer)
         common = sorted(set(mine) & set(theirs))
         if len(common) < 2:
@@ -81,12 +81,16 @@ def scaling_collapse(ctx: RunAnalysis) -> Finding | None:
                 f"{ctx.label} {lead} {peer.label} at {best['lo']} request(s) "
                 f"({mine[best['lo']]:.1f} vs {theirs[best['lo']]:.1f} tok/s) but delivers "
                 f"{mine[best['c']]:.1f} vs {theirs[best['c']]:.1f} tok/s at {best['c']}: its "
-                "throughput does not grow with load the way the other layout's does. The causes "
-                "are among this run's other findings."
+                "throughput does not grow with load the way the other layout's does."
+                + _differences(ctx, peer)
+                + _causes(ctx)
             ),
             evidence=evidence,
-            remedy="Fix the causes this run's other findings name, then re-run the sweep.",
+            remedy="Fix the causes named above, then re-run the sweep."
+            if _named(ctx)
+            else "Profile both layouts at the high load; no finding explains the gap yet.",
             impact=impact,
+            basis="measured",
         )
     cs = sorted(mine)
     drops = [(a, b) for a, b in itertools.pairwise(cs) if mine[b] < DECLINE * mine[a]]
@@ -101,69 +105,79 @@ def scaling_collapse(ctx: RunAnalysis) -> Finding | None:
         summary=(
             f"At {b} requests {ctx.label} delivers {mine[b]:.1f} tok/s, less than the "
             f"{mine[a]:.1f} tok/s at {a}: more load makes it slower, a sign of thrashing "
-            "(retractions, eager decode, or more slots re-reading the same weights)."
+            "(retractions, eager decode, or more slots re-reading the same weights)." + _causes(ctx)
         ),
         evidence=evidence,
-        remedy="See this run's other findings; cap concurrency below the drop meanwhile.",
+        remedy="Fix the causes named above; cap concurrency below the drop meanwhile.",
         impact=1 - mine[b] / mine[a],
+        basis="measured",
+    )
+
+
+def _same_model(ctx: RunAnalysis, peer: RunAnalysis) -> bool:
+    a, b = ctx.model, peer.model
+    if a.spec is not None and b.spec is not None:
+        return a.spec.name == b.spec.name
+    return a.id == b.id
+
+
+def _differences(ctx: RunAnalysis, peer: RunAnalysis) -> str:
+    """What differs between the two runs besides the layout, said before comparing them."""
+    notes = []
+    if not _same_model(ctx, peer):
+        notes.append(f"different models ({ctx.model.id or '?'} vs {peer.model.id or '?'})")
+    if ctx.machine.key != peer.machine.key:
+        notes.append(f"different machines ({ctx.machine.describe()} vs {peer.machine.describe()})")
+    return f" Note: {' and '.join(notes)}." if notes else ""
+
+
+def _named(ctx: RunAnalysis) -> list[Finding]:
+    return [f for f in ctx.found if f.severity in ("high", "medium") and f.id != "scaling-collapse"]
+
+
+def _causes(ctx: RunAnalysis) -> str:
+    """The causes found on this run, or that none was."""
+    named = _named(ctx)
+    if not named:
+        return " No finding on this run explains it: the gap is unexplained so far."
+    return (
+        " Causes found on this run: "
+        + "; ".join(
+            f"{f.id} ({f.severity}" + (f", ≈{f.impact:.0%}" if f.impact else "") + ")"
+            for f in named
+        )
+        + "."
     )
 
 
 def prefill_interference(ctx: RunAnalysis) -> Finding | None:
-    """Decode windows holding prefill passes generate noticeably less."""
-    decode = ctx.occupancy.select("ts", "phase", "gen_tok_s")
+    """Decode windows holding prefill passes generate less, weighted by the time they last
+    (a long prompt can stall decoding for seconds while its window generates next to
+    nothing)."""
     prefill = reference_lines(ctx.batches, "prefill").select("ts").sort("ts")
-    if decode.height < 8 or not prefill.height:
+    effect = prefill_effect(ctx.decode, prefill)
+    if effect is None or effect.loss < MIN_PREFILL_LOSS:
         return None
-    decode = decode.sort("ts").with_columns(
-        prev=pl.col("ts").shift(1).over("phase"),
-        nth=pl.int_range(pl.len()).over("phase"),
-    )
-    # The latest prefill pass at or before each decode line: inside the window if after `prev`.
-    last = prefill.select(pl.col("ts").alias("_at"), pl.col("ts").alias("_prefill_ts"))
-    decode = decode.join_asof(last, left_on="ts", right_on="_at", strategy="backward")
-    has = pl.col("prev").is_not_null() & (pl.col("_prefill_ts") > pl.col("prev")).fill_null(False)
-    # The first lines of a phase hold its opening burst: that prefill is the load, not an
-    # interruption of decoding.
-    windows = decode.with_columns(with_prefill=has).filter(pl.col("nth") >= 2)
-    per_phase = (
-        windows.group_by("phase")
-        .agg(
-            windows=pl.len(),
-            with_prefill=pl.col("with_prefill").sum(),
-            gen_with=pl.col("gen_tok_s").filter(pl.col("with_prefill")).median(),
-            gen_without=pl.col("gen_tok_s").filter(~pl.col("with_prefill")).median(),
-        )
-        .filter((pl.col("with_prefill") >= 3) & (pl.col("windows") - pl.col("with_prefill") >= 3))
-        .with_columns(
-            dip=(1 - pl.col("gen_with") / pl.col("gen_without")).clip(lower_bound=0.0),
-            share=pl.col("with_prefill") / pl.col("windows"),
-        )
-        .with_columns(cost=pl.col("dip") * pl.col("share"))
-        .sort("phase")
-    )
-    if not per_phase.height:
-        return None
-    worst = per_phase.sort("cost", descending=True).row(0, named=True)
-    impact = float(worst["cost"])
-    if impact < 0.05:
-        return None
+    impact = effect.loss
     return Finding(
         id="prefill-interference",
         severity=severity_of(impact),
-        title=f"Prefill passes cut decode throughput by {worst['dip']:.0%} in "
-        f"{worst['share']:.0%} of windows",
-        summary=(
-            f"In phase {worst['phase']}, {worst['with_prefill']} of {worst['windows']} decode "
-            f"windows held prefill passes and generated {worst['gen_with']:.0f} tok/s against "
-            f"{worst['gen_without']:.0f} without: a slot that prefills skips its decode turn. "
-            f"That costs ≈{impact:.0%} of decode throughput."
+        title=(
+            f"Decode windows with a prefill pass ({effect.with_share:.0%} of decode time) "
+            f"generate {effect.rate_with:.0f} against {effect.rate_without:.0f} tok/s"
         ),
-        evidence=per_phase.with_columns(_ROUNDED.round(3)).head(20),
+        summary=(
+            f"{effect.with_share:.0%} of the decoding time was spent in windows that also held "
+            f"a prefill pass; they generated a median {effect.rate_with:.0f} tok/s against "
+            f"{effect.rate_without:.0f} tok/s without one, because a slot that prefills skips "
+            f"its decode turn. Weighted by time, that costs ≈{impact:.0%} of the decode tokens."
+        ),
+        evidence=effect.evidence.head(20),
         remedy=(
             "A smaller --chunked-prefill-size shortens each stall; --enable-mixed-chunk lets "
             "decode ride along (not with PP before 0.5.10); prefill-decode disaggregation "
             "removes the interference."
         ),
         impact=impact,
+        basis="measured",
     )

@@ -6,6 +6,7 @@ optional ``run.toml`` names the run and carries what the files cannot say.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,7 +24,7 @@ from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
-from toolkit.load.sniff import expand, sniff
+from toolkit.load.sniff import HF_CONFIG, expand, sniff
 
 _LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
@@ -89,6 +90,19 @@ class Run:
         """The last server launch of the run (the one the benchmark measured)."""
         launches = self.log.launches if self.log is not None else []
         return launches[-1] if launches else None
+
+    @cached_property
+    def model_config(self) -> dict[str, Any] | None:
+        """The served model's Hugging Face ``config.json``, when the run directory holds one."""
+        for path in self.files.get(HF_CONFIG, []):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError):
+                continue
+            if isinstance(data, dict):
+                text = data.get("text_config")  # multimodal configs nest the language model
+                return text if isinstance(text, dict) and "num_hidden_layers" in text else data
+        return None
 
     @property
     def label(self) -> str:

@@ -14,6 +14,7 @@ from toolkit.errors import ParseError
 
 _KEYS: dict[str, type | tuple[type, ...]] = {
     "label": str,
+    "model": str,
     "command": str,
     "hardware": str,
     "interconnect": str,
@@ -31,6 +32,7 @@ class RunConfig:
     """What ``run.toml`` says about a run; defaults when the file is absent."""
 
     label: str | None = None
+    model: str | None = None  # the served model's id, when the log does not name it
     command: str | None = None
     hardware: str | None = None
     interconnect: str | None = None  # "pcie" or "nvlink"
@@ -73,6 +75,7 @@ def read_run_config(directory: str | Path) -> RunConfig:
     fields = trace.get("fields")
     return RunConfig(
         label=data.get("label"),
+        model=data.get("model"),
         command=data.get("command"),
         hardware=data.get("hardware"),
         interconnect=interconnect.lower() if interconnect else None,

@@ -20,8 +20,16 @@ _SERVER_HINTS = re.compile(
 )
 
 
+HF_CONFIG = "hf-config"
+"""A Hugging Face model ``config.json``: the served model's architecture."""
+_HF_KEYS = ("num_hidden_layers", "hidden_size", "architectures", "model_type")
+
+
 def sniff(path: Path) -> str | None:
-    """The format name of a file (``sglang-log``, a GPU or benchmark format), or None."""
+    """The format name of a file (``sglang-log``, a GPU or benchmark format, ``hf-config``),
+    or None."""
+    if is_hf_config(path):
+        return HF_CONFIG
     gpu = sniff_gpu_format(path)
     if gpu is not None:
         return gpu  # first: a process list may name "sglang::scheduler"
@@ -43,3 +51,12 @@ def expand(paths: list[Path]) -> Iterator[Path]:
                     yield child
         else:
             yield path
+
+
+def is_hf_config(path: Path) -> bool:
+    """A JSON object that describes a model (``model_type``, layers, hidden size)."""
+    head = head_lines(path, n=40)
+    if not head or not head[0].lstrip().startswith("{"):
+        return False
+    text = "\n".join(head)
+    return sum(f'"{key}"' in text for key in _HF_KEYS) >= 2

@@ -36,6 +36,9 @@ from toolkit.analyze.model import (
 )
 from toolkit.errors import ToolkitError
 
+INCIDENT_PRIORS = {"model": KIMI_K2, "prior": INCIDENT_HARDWARE}
+"""The sample incident's model and machine: these tests check the model's arithmetic on them."""
+
 SETTINGS = settings(max_examples=60, deadline=None)
 
 PP8 = Layout(pp=8, pp_async_batch_depth=8, chunked_prefill_size=8192, max_total_num_tokens=327680)
@@ -63,7 +66,7 @@ TOY_HW = Hardware("toy", 8, 1e12, hop_s=0.5e-3, allreduce_s=50e-6, overhead_s=0.
 
 @pytest.fixture(scope="module")
 def incident_fit():
-    return fit(incident_points())
+    return fit(incident_points(), high_load=True, **INCIDENT_PRIORS)
 
 
 # ── stages ────────────────────────────────────────────────────────────────────────────────────
@@ -421,31 +424,31 @@ def test_the_fit_recovers_known_parameters_including_the_overhead():
         _observe(params, Layout(tp=2, pp=4), 1, "PP4xTP2"),
         _observe(params, Layout(pp=8, pp_async_batch_depth=8), 32, "PP8"),
     ]
-    got = fit(points).params.hardware
+    got = fit(points, high_load=True, **INCIDENT_PRIORS).params.hardware
     assert got.hbm_bytes_s == pytest.approx(truth.hbm_bytes_s, rel=1e-6)
     assert got.hop_s == pytest.approx(truth.hop_s, rel=1e-6)
     assert got.allreduce_s == pytest.approx(truth.allreduce_s, rel=1e-6)
     assert got.overhead_s == pytest.approx(truth.overhead_s, rel=1e-6)
-    table = expected_vs_observed(fit(points), points)
+    table = expected_vs_observed(fit(points, high_load=True, **INCIDENT_PRIORS), points)
     assert table["residual_pct"].abs().max() < 1e-6
 
 
 def test_a_single_pp_point_fits_the_hop_and_keeps_the_rest():
-    fitted = fit([ObservedPoint("PP8", 1, 8, 1, 34.3, pp_async_batch_depth=8)])
+    fitted = fit([ObservedPoint("PP8", 1, 8, 1, 34.3, pp_async_batch_depth=8)], **INCIDENT_PRIORS)
     assert fitted.fitted == ("hop_s",)
     assert fitted.params.hardware.hbm_bytes_s == INCIDENT_HARDWARE.hbm_bytes_s
     assert predict(PP8, Workload(1), fitted.params).tok_s == pytest.approx(34.3)
 
 
 def test_without_single_stream_points_everything_is_the_prior():
-    fitted = fit([ObservedPoint("PP8", 1, 8, 32, 248.1, pp_async_batch_depth=8)])
+    fitted = fit([ObservedPoint("PP8", 1, 8, 32, 248.1, pp_async_batch_depth=8)], **INCIDENT_PRIORS)
     assert fitted.fitted == () and fitted.calibration == ()
     assert fitted.params.hardware == INCIDENT_HARDWARE
 
 
 def test_a_point_the_model_cannot_support_keeps_the_prior():
     # a PP8 stream faster than its bare weight reads would need a negative hop
-    fitted = fit([ObservedPoint("PP8", 1, 8, 1, 60.0)])
+    fitted = fit([ObservedPoint("PP8", 1, 8, 1, 60.0)], **INCIDENT_PRIORS)
     assert fitted.params.hardware.hop_s == INCIDENT_HARDWARE.hop_s
     assert "hop_s" in fitted.fixed
 
@@ -476,4 +479,4 @@ def test_observed_points_need_the_core_columns_and_a_throughput():
     with pytest.raises(ToolkitError, match="positive output_tok_s"):
         observed_frame([ObservedPoint("x", 1, 1, 1, float("nan"))])
     with pytest.raises(ToolkitError, match="no observed points"):
-        fit([])
+        fit([], **INCIDENT_PRIORS)

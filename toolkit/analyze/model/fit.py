@@ -9,7 +9,8 @@ the highest-concurrency point of each non-PP layout; every other point is then a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -18,8 +19,6 @@ from toolkit.analyze.model.admission import admission
 from toolkit.analyze.model.observed import Points, observed_frame, point_layout, point_workload
 from toolkit.analyze.model.predict import predict
 from toolkit.analyze.model.spec import (
-    INCIDENT_HARDWARE,
-    KIMI_K2,
     Hardware,
     Layout,
     ModelSpec,
@@ -29,7 +28,7 @@ from toolkit.analyze.model.spec import (
 from toolkit.errors import ToolkitError
 from toolkit.schema import Column, schema_of
 
-__all__ = ["MODEL_POINTS", "Fit", "expected_vs_observed", "fit"]
+__all__ = ["MODEL_POINTS", "Fit", "expected_vs_observed", "fit", "fit_none"]
 
 _I, _F, _S, _B = pl.Int64(), pl.Float64(), pl.String(), pl.Boolean()
 _UNKNOWNS = ("allreduce_s", "hop_s", "inv_beta", "overhead_s")
@@ -43,6 +42,7 @@ class Fit:
     fitted: tuple[str, ...]  # Hardware fields solved from the data
     fixed: tuple[str, ...]  # Hardware fields kept at the prior
     calibration: tuple[tuple[str, int], ...]  # (label, concurrency) of the points used
+    sources: dict[str, str] = field(default_factory=dict)  # constant → where its value came from
 
     def summary(self) -> dict[str, Any]:
         """The parameters in display units, for ``--json``."""
@@ -57,6 +57,7 @@ class Fit:
             "overhead_ms": hw.overhead_s * 1e3,
             "fitted": list(self.fitted),
             "fixed": list(self.fixed),
+            "sources": dict(self.sources),
             "calibration": [{"label": lab, "concurrency": c} for lab, c in self.calibration],
         }
 
@@ -121,20 +122,21 @@ def _least_squares(a: list[list[float]], y: list[float]) -> list[float]:
 def fit(
     observed: Points,
     *,
-    model: ModelSpec = KIMI_K2,
-    prior: Hardware = INCIDENT_HARDWARE,
+    model: ModelSpec,
+    prior: Hardware,
+    prior_sources: Mapping[str, str] | None = None,
+    high_load: bool = False,
 ) -> Fit:
     """Calibrate β, the per-hop cost, α_AR and the overhead from the single-stream points.
 
-    Calibration points are every ``concurrency == 1`` point plus the highest-concurrency point of
-    each non-PP layout (one more TP point). Each is a trip, linear in the unknowns:
+    Calibration points are every ``concurrency == 1`` point (with ``high_load``, also the
+    highest-concurrency point of each non-PP layout). Each is a trip, linear in the unknowns:
     ``T = Σ_k B_k(b)/tp · (1/β) + N_AR·α_AR + hops·hop + overhead``, ``T = running / tok_s``.
     Unknowns are solved by least squares in the order α_AR, hop, β, overhead as far as the
     points make them independent; the others, and any that come out non-positive, keep the
-    ``prior`` value. On the incident (``incident_points``) this gives β ≈ 1.50 TB/s,
-    α_AR ≈ 273 µs and hop ≈ 0.67 ms with the 2 ms overhead prior: a PP8 trip overhead
-    ``H ≈ 7.9 ms`` once layer 0's dense FFN (≈ 0.5 ms of reads, counted in the stage time
-    here) is added.
+    ``prior`` value, whose source ``prior_sources`` names (default ``prior``). On the incident's
+    four numbers (``incident_points``, with ``high_load``) this gives β ≈ 1.50 TB/s,
+    α_AR ≈ 273 µs and hop ≈ 0.67 ms with the 2 ms overhead prior.
     """
     frame = observed_frame(observed)
     if frame.height == 0:
@@ -147,7 +149,8 @@ def fit(
             if key not in best or row["concurrency"] > best[key]["concurrency"]:
                 best[key] = row
     calib = [r for r in rows if r["concurrency"] == 1]
-    calib += [r for r in best.values() if r["concurrency"] > 1]
+    if high_load:
+        calib += [r for r in best.values() if r["concurrency"] > 1]
     base = Params(model, prior)
     equations: list[tuple[dict[str, float], float]] = []
     for row in calib:
@@ -173,12 +176,19 @@ def fit(
     names = {"inv_beta": "hbm_bytes_s"}
     solved = tuple(names.get(u, u) for u in _UNKNOWNS if u in free)
     kept = tuple(names.get(u, u) for u in _UNKNOWNS if u not in free)
-    return Fit(
-        Params(model, hw),
-        solved,
-        kept,
-        tuple((r["label"], int(r["concurrency"])) for r in calib),
-    )
+    used = tuple((r["label"], int(r["concurrency"])) for r in calib)
+    points = ", ".join(f"{label} c={c}" for label, c in used)
+    given = dict(prior_sources or {})
+    sources = {name: f"fitted ({points})" for name in solved}
+    sources |= {name: given.get(name, "prior") for name in kept}
+    return Fit(Params(model, hw), solved, kept, used, sources)
+
+
+def fit_none(model: ModelSpec, prior: Hardware, prior_sources: Mapping[str, str]) -> Fit:
+    """A fit with nothing calibrated: every constant at its prior (no usable points)."""
+    kept = ("hbm_bytes_s", "hop_s", "allreduce_s", "overhead_s")
+    sources = {name: prior_sources.get(name, "prior") for name in kept}
+    return Fit(Params(model, prior), (), kept, (), sources)
 
 
 def _solve(

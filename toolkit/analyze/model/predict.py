@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 
 from toolkit.analyze.model.admission import admission
-from toolkit.analyze.model.spec import INCIDENT, Layout, Params, StageClock, Workload
+from toolkit.analyze.model.spec import Layout, Params, StageClock, Workload
 
 __all__ = ["Prediction", "predict"]
 
@@ -72,7 +72,7 @@ class Prediction:
         return "+".join(map(str, sizes))
 
 
-def predict(layout: Layout, workload: Workload, params: Params = INCIDENT) -> Prediction:
+def predict(layout: Layout, workload: Workload, params: Params) -> Prediction:
     """Closed-form decode throughput: ``tok/s = Σ b_j / T_round`` with
 
     ``T_round = max(Σ_j t_max(b_j), max_j P(b_j), n·(overhead + hop))``, ``b_j`` from

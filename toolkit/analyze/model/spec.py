@@ -46,7 +46,7 @@ class ModelSpec:
 
     def distinct_experts(self, b: float) -> float:
         """``D(b) = E_eff·(1 − (1 − k/E_eff)^b)``: distinct experts a batch touches."""
-        if b <= 0:
+        if b <= 0 or self.experts <= 0 or self.top_k <= 0:
             return 0.0
         e = min(self.e_eff, float(self.experts))
         return e * (1.0 - (1.0 - self.top_k / e) ** b)

@@ -1,0 +1,218 @@
+"""Effects measured from a run's own lines and results, for the findings to size their impact.
+
+Each function reads frames the loaders and other analyses produce and returns plain numbers
+with the rows they came from; none uses the serving model:
+
+* ``graph_effect``: how many generated tokens ran on eager (no CUDA graph) decode steps, and how
+  much slower such a step was than a graph step at a neighbouring batch size.
+* ``prefill_effect``: how much decode throughput the windows that held a prefill pass lost,
+  weighted by the time they lasted.
+* ``trip_curve``: the round time of an under-filled pipeline against its micro-batch size, as a
+  straight line through the phases that measured it.
+* ``elasticity``: how throughput grows with concurrency along the run's own benchmark sweep.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+__all__ = [
+    "GraphEffect",
+    "PrefillEffect",
+    "TripCurve",
+    "elasticity",
+    "graph_effect",
+    "prefill_effect",
+    "trip_curve",
+]
+
+_F = pl.Float64()
+
+
+def _windows(decode: pl.DataFrame) -> pl.DataFrame:
+    """Decode lines with the window each closes: ``window_s`` since the previous line of its
+    phase (the phase's median for its first line) and ``tokens`` generated in it."""
+    interval = (pl.col("ts").diff().dt.total_milliseconds() / 1000.0).over("phase")
+    df = decode.sort("ts").with_columns(window_s=interval)
+    df = df.with_columns(
+        window_s=pl.coalesce("window_s", pl.col("window_s").median().over("phase"), pl.lit(0.0))
+    )
+    return df.with_columns(tokens=pl.col("gen_tok_s").cast(_F).fill_null(0.0) * pl.col("window_s"))
+
+
+@dataclass(frozen=True)
+class GraphEffect:
+    """Eager decode of a run: its token share and its measured slowdown (None: no comparison)."""
+
+    eager_lines: int
+    flagged_lines: int
+    eager_token_share: float
+    slowdown: float | None
+    evidence: pl.DataFrame
+
+
+def graph_effect(decode: pl.DataFrame) -> GraphEffect | None:
+    """Eager share and slowdown from decode lines that carry ``cuda graph: True/False``.
+
+    ``decode`` needs ``ts``, ``phase``, ``cuda_graph``, ``gen_tok_s`` and ``running`` (requests
+    the line's throughput serves: ``#running-req`` without PP, the estimated total under PP).
+    The time per generated token of each request, ``running / gen_tok_s``, of the eager lines is
+    compared with a straight line through the graph lines' times against their batch sizes
+    (``batch``), read at the eager batch size: within twice the largest graph batch size, or
+    the comparison is not made.
+    """
+    flagged = decode.filter(pl.col("cuda_graph").is_not_null() & (pl.col("gen_tok_s") > 0))
+    if not flagged.height:
+        return None
+    df = _windows(flagged).with_columns(
+        step_s=pl.col("running").cast(_F) / pl.col("gen_tok_s").cast(_F)
+    )
+    eager = df.filter(~pl.col("cuda_graph"))
+    total = float(df["tokens"].sum() or 0.0)
+    share = float(eager["tokens"].sum() or 0.0) / total if total > 0 else 0.0
+    graph = df.filter(pl.col("cuda_graph") & pl.col("step_s").is_finite())
+    slowdown = None
+    rows: list[dict[str, float]] = []
+    if eager.height and graph.height:
+        line = _line(graph["batch"].cast(_F).to_list(), graph["step_s"].to_list())
+        reach = 2.0 * float(graph["batch"].max() or 0)
+        for b, step in zip(eager["batch"].to_list(), eager["step_s"].to_list(), strict=True):
+            if b is None or step is None or not math.isfinite(step) or b > reach:
+                continue
+            expected = line[0] + line[1] * b
+            if expected > 0:
+                rows.append({"batch": float(b), "eager_step_ms": 1e3 * step,
+                             "graph_step_ms": 1e3 * expected})  # fmt: skip
+        if rows:
+            ratios = sorted(r["eager_step_ms"] / r["graph_step_ms"] for r in rows)
+            slowdown = max(1.0, ratios[len(ratios) // 2])
+    evidence = (
+        df.group_by("batch", "cuda_graph")
+        .agg(
+            lines=pl.len(),
+            tokens=pl.col("tokens").sum(),
+            step_ms=(pl.col("step_s") * 1e3).median(),
+        )
+        .sort("batch", "cuda_graph")
+        .with_columns(pl.col("tokens", "step_ms").round(1))
+    )
+    return GraphEffect(eager.height, df.height, share, slowdown, evidence)
+
+
+def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Least-squares ``y = a + b·x`` (a constant through one distinct x); slope never < 0."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= 0:
+        return my, 0.0
+    slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx)
+    return my - slope * mx, slope
+
+
+@dataclass(frozen=True)
+class PrefillEffect:
+    """Decode windows with and without a prefill pass, per phase, and the time-weighted loss."""
+
+    loss: float  # share of the decode tokens the windows with prefill did not generate
+    with_share: float  # share of decode time spent in windows with a prefill pass
+    rate_with: float
+    rate_without: float
+    evidence: pl.DataFrame
+
+
+def prefill_effect(decode: pl.DataFrame, prefill: pl.DataFrame) -> PrefillEffect | None:
+    """The decode throughput windows holding a prefill pass lost, weighted by their time.
+
+    A window is the span a decode line closes; it holds a prefill when a ``Prefill batch`` line
+    of the same stage falls inside it. The first two windows of a phase hold its opening burst
+    (the load itself, not an interruption) and are left out. Per phase, the loss is
+    ``Σ_with duration·(rate_without − rate) / Σ_all duration·rate_without``, where
+    ``rate_without`` is the median rate of that phase's windows without prefill.
+    """
+    if decode.height < 4 or not prefill.height:
+        return None
+    df = _windows(decode).with_columns(
+        prev=pl.col("ts").shift(1).over("phase"), nth=pl.int_range(pl.len()).over("phase")
+    )
+    last = prefill.select(pl.col("ts").alias("_at"), pl.col("ts").alias("_prefill")).sort("_at")
+    df = df.join_asof(last, left_on="ts", right_on="_at", strategy="backward")
+    held = pl.col("prev").is_not_null() & (pl.col("_prefill") > pl.col("prev")).fill_null(False)
+    df = df.with_columns(with_prefill=held).filter(pl.col("nth") >= 2)
+    base = (
+        df.filter(~pl.col("with_prefill"))
+        .group_by("phase")
+        .agg(rate_without=pl.col("gen_tok_s").median())
+    )
+    df = df.join(base, on="phase", how="inner").filter(pl.col("rate_without") > 0)
+    if not df.height or not df["with_prefill"].any():
+        return None
+    lost = pl.when(pl.col("with_prefill")).then(
+        (pl.col("rate_without") - pl.col("gen_tok_s")).clip(lower_bound=0.0) * pl.col("window_s")
+    )
+    per_phase = (
+        df.group_by("phase")
+        .agg(
+            windows=pl.len(),
+            with_prefill=pl.col("with_prefill").sum(),
+            rate_with=pl.col("gen_tok_s").filter(pl.col("with_prefill")).median(),
+            rate_without=pl.col("rate_without").first(),
+            time_with_s=pl.col("window_s").filter(pl.col("with_prefill")).sum(),
+            time_s=pl.col("window_s").sum(),
+            lost=lost.sum(),
+            possible=(pl.col("rate_without") * pl.col("window_s")).sum(),
+        )
+        .sort("phase")
+    )
+    possible = float(per_phase["possible"].sum() or 0.0)
+    if possible <= 0:
+        return None
+    loss = float(per_phase["lost"].sum() or 0.0) / possible
+    with_share = float(per_phase["time_with_s"].sum()) / float(per_phase["time_s"].sum() or 1.0)
+    rate_with = float(df.filter(pl.col("with_prefill"))["gen_tok_s"].median() or 0.0)
+    rate_without = float(df.filter(~pl.col("with_prefill"))["gen_tok_s"].median() or 0.0)
+    evidence = per_phase.with_columns(
+        pl.col("rate_with", "rate_without", "time_with_s", "time_s").round(1),
+        loss=(pl.col("lost") / pl.col("possible")).round(3),
+    ).drop("lost", "possible")
+    return PrefillEffect(loss, with_share, rate_with, rate_without, evidence)
+
+
+@dataclass(frozen=True)
+class TripCurve:
+    """``round ≈ base + per_request · b`` of a pipeline whose slots each pass the whole ring."""
+
+    base_s: float
+    per_request_s: float
+    points: tuple[tuple[float, float], ...]  # (micro-batch size, round time s) measured
+
+    def round_s(self, b: float) -> float:
+        return self.base_s + self.per_request_s * b
+
+
+def trip_curve(points: Sequence[tuple[float, float]]) -> TripCurve | None:
+    """A straight line through (micro-batch size, round time) points of under-filled phases;
+    None without two distinct sizes (the slope is then unknown)."""
+    clean = [(b, r) for b, r in points if b > 0 and math.isfinite(r) and r > 0]
+    if len({round(b, 3) for b, _ in clean}) < 2:
+        return None
+    base, slope = _line([b for b, _ in clean], [r for _, r in clean])
+    if base <= 0 and slope <= 0:
+        return None
+    return TripCurve(max(base, 0.0), slope, tuple(clean))
+
+
+def elasticity(curve: Mapping[int, float], below: int) -> float | None:
+    """How throughput grows with concurrency below ``below``: the slope of log(tok/s) against
+    log(concurrency) between the two highest measured loads under it, clipped to [0, 1]; None
+    when fewer than two loads were measured there."""
+    loads = sorted(c for c in curve if 0 < c < below and curve[c] > 0)
+    if len(loads) < 2:
+        return None
+    a, b = loads[-2], loads[-1]
+    slope = math.log(curve[b] / curve[a]) / math.log(b / a)
+    return min(1.0, max(0.0, slope))

@@ -1,0 +1,45 @@
+"""Every number the findings compare against, in one place.
+
+Severity comes from ``impact``, the share of throughput a finding explains (0–1):
+
+=========  ====================================================================
+high       impact ≥ ``HIGH_IMPACT`` (20 %); also a flag that did not take effect
+           or stages that disagree (the run measured something else than asked)
+medium     impact ≥ ``MEDIUM_IMPACT`` (5 %), or a fault whose cost is not sized
+low        impact below 5 %
+info       not a fault: how PP logs, or a pipeline that cannot fill by construction
+=========  ====================================================================
+"""
+
+from __future__ import annotations
+
+HIGH_IMPACT = 0.20
+MEDIUM_IMPACT = 0.05
+
+# Micro-batch slots
+SLOT_TOLERANCE = 0.5  # active-slot estimates carry ~10 % noise: half a slot short is no fault
+
+# Admission
+QUEUED_SHARE = 0.3  # a phase is queued when this share of its decode lines has waiters
+KV_FULL = 0.85  # token usage at which the pool, not a request cap, holds admission
+NEAR_CAP = 0.9  # running at this share of max_running_requests counts as at the cap
+
+# KV pool
+POOL_FULL = 0.95  # token usage counted as a full pool
+POOL_FULL_SHARE = 0.1  # share of decode lines at a full pool that makes it pressure
+
+# CUDA graphs
+ASSUMED_EAGER_SLOWDOWN = 1.5  # eager step over graph step when the log holds no comparison
+MIN_EAGER_SHARE = 0.05  # share of decode tokens on eager steps worth a finding
+
+# Stages
+IMBALANCE = 1.15  # busiest stage over the mean that counts as imbalance
+IDLE = 0.40  # idle share of a decoding GPU worth explaining
+UNEXPLAINED_IDLE = 0.15  # idle share beyond the model's that is a fault of its own
+
+# Throughput
+STANDING_LOSS = 0.6  # relative standing at high load over low load that counts as collapse
+BEHIND = 0.8  # ... while delivering less than this share of the other layout
+DECLINE = 0.9  # more load giving less than this share of the throughput
+MIN_PREFILL_LOSS = 0.05  # decode throughput lost to prefill windows worth a finding
+MIN_UNEXPLAINED = 0.10  # share of a round the model cannot explain worth a finding
