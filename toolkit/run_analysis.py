@@ -133,6 +133,15 @@ class RunAnalysis:
         return results.runs if results is not None and results.runs.height else None
 
     @cached_property
+    def throughput_curve(self) -> dict[int, float]:
+        """Concurrency → median output tok/s of the run's benchmark (empty without one)."""
+        if self.bench is None:
+            return {}
+        runs = self.bench.filter(pl.col("concurrency").is_not_null() & (pl.col("output_tok_s") > 0))
+        agg = runs.group_by("concurrency").agg(pl.col("output_tok_s").median())
+        return {int(c): float(v) for c, v in agg.iter_rows()}
+
+    @cached_property
     def phases(self) -> pl.DataFrame:
         chunk = self.derived["resolved_chunked_prefill_size"]
         return decode_phases(self.batches, self.bench, chunked_prefill_size=chunk)
@@ -283,9 +292,10 @@ class RunAnalysis:
 
     @cached_property
     def model(self) -> ModelIdentity:
-        """The served model: its id (ServerArgs ``served_model_name``/``model_path``, else
-        ``run.toml``'s ``model``) and its architecture (``config.json`` in the run directory,
-        else the table of well-known models), or unknown."""
+        """The served model: its id (ServerArgs ``model_path``/``served_model_name``, else
+        ``run.toml``'s ``model``, else the launch command's ``--model-path``) and its
+        architecture (``config.json`` in the run directory, else the table of well-known
+        models), or unknown."""
         model_id, id_from = None, None
         for key in ("model_path", "served_model_name"):
             value = self.server_args.get(key)
@@ -294,6 +304,14 @@ class RunAnalysis:
                 break
         if model_id is None and self.run.config.model:
             model_id, id_from = self.run.config.model, "run.toml model"
+        if model_id is None and self.command is not None:
+            try:
+                flags = parse_launch_command(self.command[0])
+            except ServerArgsError:
+                flags = {}
+            value = flags.get("model_path")
+            if isinstance(value, str) and value.strip():
+                model_id, id_from = value.strip(), f"launch command ({self.command[1]})"
         context = self.facts.get("context_len")
         return model_spec(
             model_id,
@@ -344,6 +362,25 @@ class RunAnalysis:
             return fit(points, model=spec, prior=hardware, prior_sources=sources)
         except (ToolkitError, ZeroDivisionError, ValueError):
             return fit_none(spec, hardware, sources)
+
+    def identity(self) -> dict[str, Any]:
+        """What the diagnosis of this run rests on, and where each part came from: the layout,
+        the model, the machine, and the serving model's constants (``--json``'s ``runs``)."""
+        layout = self.run.layout
+        return {
+            "label": self.label,
+            "layout": {
+                "label": layout.label,
+                "tp": layout.tp,
+                "pp": layout.pp,
+                "dp": layout.dp,
+                "pp_async_batch_depth": layout.pp_async_batch_depth,
+                "layout_from": layout.layout_from,
+            },
+            "model": self.model.to_dict(),
+            "hardware": self.machine.to_dict(),
+            "constants": dict(self.fit.sources) if self.fit is not None else None,
+        }
 
     def shares_machine(self, other: RunAnalysis) -> bool:
         """Whether ``other`` served the same model on the same kind of machine."""

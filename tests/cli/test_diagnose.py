@@ -29,10 +29,11 @@ def test_diagnose_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
     text = capsys.readouterr().out
     assert "NaN" not in text and "Infinity" not in text
     doc = json.loads(text)
-    assert list(doc) == ["findings", "skipped"]
+    assert list(doc) == ["runs", "findings", "skipped"]
     found = doc["findings"]
     assert all(
-        list(f) == ["id", "severity", "run", "title", "summary", "evidence", "remedy"]
+        list(f)
+        == ["id", "severity", "run", "title", "summary", "evidence", "remedy", "impact", "basis"]
         for f in found
     )
     ranks = [SEVERITIES.index(f["severity"]) for f in found]

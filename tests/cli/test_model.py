@@ -9,11 +9,13 @@ import math
 import polars as pl
 import pytest
 
-from toolkit.analyze.model import ObservedPoint, incident_points
+from toolkit.analyze.model import INCIDENT_HARDWARE, KIMI_K2, ObservedPoint, incident_points
 from toolkit.cli.model import parse_what_if, run_model
 from toolkit.errors import ToolkitError
 from toolkit.schema.jsonable import jsonable
 
+INCIDENT = {"model": KIMI_K2, "prior": INCIDENT_HARDWARE}
+"""The sample incident's model and machine, given explicitly: the model never assumes them."""
 POINT_KEYS = [
     "label",
     "concurrency",
@@ -27,15 +29,19 @@ POINT_KEYS = [
 
 def _run(points, what_if=None, as_json=False) -> str:
     out = io.StringIO()
-    assert run_model(points, what_if or {}, as_json, out=out) == 0
+    assert run_model(points, what_if or {}, as_json, out=out, high_load=True, **INCIDENT) == 0
     return out.getvalue()
 
 
 def test_json_has_the_params_and_one_object_per_point():
     doc = json.loads(_run(incident_points(), as_json=True))
-    assert set(doc) == {"params", "points"}
-    assert doc["params"]["hbm_tb_s"] == pytest.approx(1.50, abs=0.02)
-    assert doc["params"]["fitted"] == ["allreduce_s", "hop_s", "hbm_bytes_s"]
+    assert set(doc) == {"fits", "points"}
+    (params,) = doc["fits"]
+    assert params["runs"] == ["PP8", "TP8"]
+    assert params["hbm_tb_s"] == pytest.approx(1.50, abs=0.02)
+    assert params["fitted"] == ["allreduce_s", "hop_s", "hbm_bytes_s"]
+    assert params["sources"]["overhead_s"] == "prior"
+    assert params["sources"]["hop_s"].startswith("fitted (PP8 c=1, TP8 c=1, TP8 c=32")
     assert [list(p) for p in doc["points"]] == [POINT_KEYS] * 4
     pp32 = doc["points"][2]
     assert (pp32["label"], pp32["concurrency"], pp32["observed_tok_s"]) == ("PP8", 32, 248.1)
@@ -84,9 +90,9 @@ def test_points_may_be_dataclasses_or_mappings():
 
 def test_bad_input_is_a_toolkit_error():
     with pytest.raises(ToolkitError, match="unknown setting 'bogus'"):
-        run_model(incident_points(), {"bogus": 1}, False, out=io.StringIO())
+        run_model(incident_points(), {"bogus": 1}, False, out=io.StringIO(), **INCIDENT)
     with pytest.raises(ToolkitError, match="no observed points"):
-        run_model(pl.DataFrame(), {}, True, out=io.StringIO())
+        run_model(pl.DataFrame(), {}, True, out=io.StringIO(), **INCIDENT)
 
 
 def test_parse_what_if_reads_sglang_spellings():

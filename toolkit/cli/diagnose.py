@@ -1,10 +1,10 @@
 """``ppscope diagnose``: every hypothesis checked on each run, findings ranked with evidence.
 
 The text shows, per run, its findings by severity, each with a few rows of evidence and the
-remedy, then the checks its inputs could not support. ``--json`` prints ``{"findings": [{"id",
-"severity", "run", "title", "summary", "evidence", "remedy"}...], "skipped": [{"run", "check",
-"missing", "supply"}...]}``, findings ordered by severity, then by the share of throughput each
-explains.
+remedy, then the checks its inputs could not support. ``--json`` prints ``{"runs": [{"label",
+"layout", "model", "hardware", "constants"}...], "findings": [{"id", "severity", "run", "title",
+"summary", "evidence", "remedy", "impact", "basis"}...], "skipped": [{"run", "check", "missing",
+"supply"}...]}``, findings ordered by severity, then by the share of throughput each explains.
 """
 
 from __future__ import annotations
@@ -47,7 +47,11 @@ def run(args: argparse.Namespace) -> int:
     findings = diagnose(contexts)
     missing = skipped_checks(contexts)
     if args.json:
-        document = {"findings": [f.to_dict() for f in findings], "skipped": missing}
+        document = {
+            "runs": [ctx.identity() for ctx in contexts],
+            "findings": [f.to_dict() for f in findings],
+            "skipped": missing,
+        }
         emit(to_json(document), args.output)
     else:
         emit(findings_text(findings, contexts, missing), args.output)
@@ -68,6 +72,11 @@ def findings_text(
         counts = {s: sum(1 for f in mine if f.severity == s) for s in ("high", "medium", "low")}
         tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no faults"
         lines.append(f"{ctx.label}  ({ctx.run.path})  {tally}")
+        lines += wrapped(
+            f"model {ctx.model.describe()}; machine {ctx.machine.describe()}; layout "
+            f"{ctx.run.layout.describe()} (from {ctx.run.layout.layout_from})",
+            "  ",
+        )
         missing = [s for s in skipped if s["run"] == ctx.label]
         if not mine:
             lines.append("  nothing found" + (" by the checks that could run" if missing else ""))

@@ -21,15 +21,14 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.analyze.effects import elasticity
 from toolkit.analyze.stages import reference_lines
 from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.thresholds import KV_FULL, NEAR_CAP, QUEUED_SHARE
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["binding_limits", "queue_backlog", "running_cap"]
+__all__ = ["binding_limits", "queue_backlog", "queued_cost", "running_cap"]
 
-QUEUED_SHARE = 0.3  # a phase is queued when this share of its decode lines has waiters
-KV_FULL = 0.85  # token usage at which the pool, not a request cap, holds admission
-NEAR_CAP = 0.9  # running at this share of max_running_requests counts as at the cap
 
 LIMITS = ("max_total_num_tokens", "max_running_requests", "pp_max_micro_batch_size",
           "chunked_prefill_size")  # fmt: skip
@@ -109,22 +108,66 @@ def _relaxed(ctx: RunAnalysis, limit: str, offered: int) -> dict[str, Any]:
     return {"chunked_prefill_size": 2 * lay.chunked_prefill_size}
 
 
+def queued_cost(
+    ctx: RunAnalysis, running: float, offered: int, relaxed: dict[str, Any], phase: int
+) -> tuple[float | None, str | None, str]:
+    """Share of throughput lost because only ``running`` of ``offered`` requests ran, its basis,
+    and a sentence saying how it was sized.
+
+    Measured when the run's own sweep shows how throughput grows with load below the offered
+    one (elasticity ``e``: cost ``1 − (running/offered)^e``); else the serving model with the
+    limit relaxed (``relaxed`` layout changes); else assumed to grow in proportion.
+    """
+    share = min(1.0, max(running, 1.0) / max(offered, 1))
+    e = elasticity(ctx.throughput_curve, offered)
+    if e is not None:
+        impact = 1 - share**e
+        return (
+            impact,
+            "measured",
+            (
+                f" This run's sweep grows ×{2**e:.2f} per doubling of load below {offered} "
+                f"requests, so all {offered} running would deliver ≈{1 / (1 - impact):.2f}× "
+                f"the throughput (−{impact:.0%} as capped)."
+            ),
+        )
+    span = ctx.phase(phase)
+    isl, osl = span.get("input_len"), span.get("output_len")
+    now = ctx.model_tok_s(ctx.layout, max(round(running), 1), isl, osl)
+    free = ctx.model_tok_s(ctx.with_layout(**relaxed), offered, isl, osl)
+    if now and free:
+        impact = max(0.0, 1 - now / free)
+        return (
+            impact,
+            "modelled",
+            (
+                f" The serving model expects ≈{free:.0f} tok/s with all of them running against "
+                f"≈{now:.0f} tok/s now (−{impact:.0%})."
+            ),
+        )
+    impact = 1 - share
+    return (
+        impact,
+        "assumed",
+        (
+            f" With no sweep to measure how throughput grows with load, it is assumed to grow in "
+            f"proportion: ≈{1 / share:.1f}× with all running (−{impact:.0%} as capped)."
+        ),
+    )
+
+
 def running_cap(ctx: RunAnalysis) -> Finding | None:
     """Requests wait although the GPUs could run them: name the limit that binds."""
-    rows = [r for r in binding_limits(ctx) if r["limit"] is not None]
+    # A full KV pool is kv-cache-pressure's to report: one cause, one finding.
+    rows = [r for r in binding_limits(ctx) if r["limit"] not in (None, "max_total_num_tokens")]
     if not rows:
         return None
     best: dict[str, Any] | None = None
     for r in rows:
         offered = r["offered"] or round(r["running_est"] + r["queue_req"])
-        phase = ctx.phase(r["phase"])
-        isl, osl = phase.get("input_len"), phase.get("output_len")
-        running = max(round(r["running_est"]), 1)
-        now = ctx.model_tok_s(ctx.layout, running, isl, osl)
-        relaxed = ctx.model_tok_s(ctx.with_layout(**_relaxed(ctx, r["limit"], offered)), offered,
-                                  isl, osl)  # fmt: skip
-        impact = max(0.0, 1 - now / relaxed) if now and relaxed else None
-        r.update(offered_c=offered, impact=impact, now=now, relaxed=relaxed)
+        relaxed = _relaxed(ctx, r["limit"], offered)
+        impact, basis, text = queued_cost(ctx, r["running_est"], offered, relaxed, r["phase"])
+        r.update(offered_c=offered, impact=impact, basis=basis, sizing=text)
         if best is None or (impact or 0.0) > (best["impact"] or 0.0):
             best = r
     assert best is not None
@@ -132,13 +175,8 @@ def running_cap(ctx: RunAnalysis) -> Finding | None:
     detail = _detail(ctx, best)
     summary = (
         f"{best['offered_c']} requests offered, but only ~{best['running_est']:.0f} run while "
-        f"~{best['queue_req']:.0f} wait in the queue: {limit} binds ({detail})."
+        f"~{best['queue_req']:.0f} wait in the queue: {limit} binds ({detail})." + best["sizing"]
     )
-    if best["impact"] is not None:
-        summary += (
-            f" The serving model expects ≈{best['relaxed']:.0f} tok/s with all of them running "
-            f"against ≈{best['now']:.0f} tok/s now (−{best['impact']:.0%})."
-        )
     return Finding(
         id="running-cap",
         severity=severity_of(best["impact"], floor="medium"),
@@ -148,6 +186,7 @@ def running_cap(ctx: RunAnalysis) -> Finding | None:
         evidence=_evidence(rows),
         remedy=_remedy(ctx, limit, best["offered_c"]),
         impact=best["impact"],
+        basis=best["basis"],
     )
 
 

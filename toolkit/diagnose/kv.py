@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from toolkit.diagnose.admission import queued_cost
 from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.thresholds import KV_FULL, POOL_FULL, POOL_FULL_SHARE
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["kv_cache_pressure"]
-
-FULL = 0.95  # token usage counted as a full pool
-FULL_SHARE = 0.1  # share of decode lines at a full pool that makes it pressure
 
 
 def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
@@ -25,13 +24,13 @@ def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
     decode = kv.filter(pl.col("kind") == "decode")
     retracted = int(ctx.retracted["retracted_reqs"].fill_null(1).sum() or 0)
     events = ctx.retracted.height
-    full_share = float((decode["token_usage"].fill_null(0.0) >= FULL).mean() or 0.0)
-    if not events and full_share < FULL_SHARE:
+    full_share = float((decode["token_usage"].fill_null(0.0) >= POOL_FULL).mean() or 0.0)
+    if not events and full_share < POOL_FULL_SHARE:
         return None
     evidence = _per_phase(ctx)
     blocked = float(decode["blocked_by_tokens"].mean() or 0.0) if decode.height else 0.0
     peak = decode["token_usage"].max() if decode.height else None
-    impact = _impact(ctx)
+    impact, basis, sizing = _impact(ctx)
     pool = ctx.derived["kv_pool_tokens"]
     parts = []
     if events:
@@ -43,7 +42,7 @@ def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
     if decode.height:
         parts.append(
             f"the pool{f' of {pool} tokens' if pool else ''} peaked at {peak or 0:.0%} and was "
-            f"≥ {FULL:.0%} full on {full_share:.0%} of decode lines, with requests waiting on "
+            f"≥ {POOL_FULL:.0%} full on {full_share:.0%} of decode lines, with requests waiting on "
             f"{blocked:.0%}"
         )
     summary = "; ".join(parts).capitalize() + "."
@@ -52,13 +51,13 @@ def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
             " Under PP each stage has its own pool and the heaviest stage sizes them all "
             "(MIN over stages)."
         )
-    if impact is not None:
-        summary += f" The serving model puts the cost at −{impact:.0%} of throughput."
+    summary += sizing
     return Finding(
         id="kv-cache-pressure",
         severity=severity_of(impact, floor="medium"),
         title=(
-            f"KV pool full: {events} retractions, ≥ {FULL:.0%} on {full_share:.0%} of decode lines"
+            f"KV pool full: {events} retractions, ≥ {POOL_FULL:.0%} on {full_share:.0%} of "
+            "decode lines"
         ),
         summary=summary,
         evidence=evidence,
@@ -68,6 +67,7 @@ def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
             "fewer layers on the heaviest stage (SGLANG_PP_LAYER_PARTITION)."
         ),
         impact=impact,
+        basis=basis,
     )
 
 
@@ -93,7 +93,7 @@ def _per_phase(ctx: RunAnalysis) -> pl.DataFrame:
             decode_lines=pl.len(),
             usage_median=pl.col("token_usage").median(),
             usage_peak=pl.col("token_usage").max(),
-            full_lines=(pl.col("token_usage") >= FULL).sum(),
+            full_lines=(pl.col("token_usage") >= POOL_FULL).sum(),
             blocked_lines=pl.col("blocked_by_tokens").sum(),
             retracted_reqs=pl.col("retracted").sum(),
         )
@@ -103,20 +103,19 @@ def _per_phase(ctx: RunAnalysis) -> pl.DataFrame:
     return out.cast(schema)
 
 
-def _impact(ctx: RunAnalysis) -> float | None:
-    """Model tok/s of the requests that ran vs all that were offered with an unlimited pool,
-    in the worst phase where requests waited on a full pool."""
-    worst = None
+def _impact(ctx: RunAnalysis) -> tuple[float | None, str | None, str]:
+    """The cost of requests waiting on a full pool, in the worst such phase (``queued_cost``
+    with the pool unlimited): share, basis and the sentence that sizes it."""
+    worst: tuple[float | None, str | None, str] = (None, None, "")
     for r in ctx.phase_summary.iter_rows(named=True):
-        if r["offered"] is None or r["running_est"] is None:
+        if r["running_est"] is None:
             continue
-        if (r["token_usage"] or 0.0) < 0.85 or (r["queue_req"] or 0.0) < 1:
+        if (r["token_usage"] or 0.0) < KV_FULL or (r["queue_req"] or 0.0) < 1:
             continue
-        phase = ctx.phase(r["phase"])
-        isl, osl = phase.get("input_len"), phase.get("output_len")
-        now = ctx.model_tok_s(ctx.layout, max(round(r["running_est"]), 1), isl, osl)
-        free = ctx.model_tok_s(ctx.with_layout(max_total_num_tokens=None), r["offered"], isl, osl)
-        if now and free:
-            share = max(0.0, 1 - now / free)
-            worst = share if worst is None else max(worst, share)
+        offered = r["offered"] or round(r["running_est"] + r["queue_req"])
+        found = queued_cost(
+            ctx, r["running_est"], offered, {"max_total_num_tokens": None}, r["phase"]
+        )
+        if found[0] is not None and (worst[0] is None or found[0] > worst[0]):
+            worst = found
     return worst

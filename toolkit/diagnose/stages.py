@@ -120,17 +120,24 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
         return None
     ratio = top[measure] / mean
     partition = _rebalanced(ctx, top["pp"], low["pp"])
-    gains = [_partition_gain(ctx, r, partition) for r in full] if partition else []
-    known = [g for g in gains if g is not None]
-    impact = max(known) if known else None
     text = ",".join(map(str, partition)) if partition else None
-    if impact is not None:
+    impact: float | None = None
+    basis: str | None = None
+    if full:
+        # With every stage holding a micro-batch the slowest stage sets the round: the others
+        # wait the difference, a share 1 − mean/max of each round.
+        impact, basis = max(0.0, 1 - mean / float(top[measure])), "measured"
         when = (
-            "With the pipeline full the slowest stage sets the round: the serving model "
-            f"expects −{impact:.0%} against SGLANG_PP_LAYER_PARTITION={text}."
+            f"With the pipeline full the slowest stage sets the round: the others wait, "
+            f"{impact:.0%} of each round on average."
         )
-    elif full:
-        when = "With the pipeline full the slowest stage sets the round."
+        gains = [_partition_gain(ctx, r, partition) for r in full] if partition else []
+        known = [g for g in gains if g is not None]
+        if known:
+            when += (
+                f" The serving model expects +{max(known):.0%} throughput with "
+                f"SGLANG_PP_LAYER_PARTITION={text}."
+            )
     else:
         when = (
             "The pipeline was never full, so the slowest stage did not yet set the pace; it "
@@ -143,7 +150,7 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
     )
     return Finding(
         id="stage-imbalance",
-        severity=severity_of(impact),
+        severity=severity_of(impact) if full else "low",
         title=f"Stage {top['pp']} is {ratio:.2f}× as busy as the mean stage",
         summary=(
             f"While decoding{' with the pipeline full' if full else ''}, stage {top['pp']} ran "
@@ -156,6 +163,7 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
         .head(20),
         remedy=remedy + "; the first stage also holds the embedding, so measure after moving.",
         impact=impact,
+        basis=basis,
     )
 
 

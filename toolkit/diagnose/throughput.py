@@ -27,25 +27,16 @@ from toolkit.run_analysis import RunAnalysis
 __all__ = ["prefill_interference", "scaling_collapse"]
 
 
-def _curve(ctx: RunAnalysis) -> dict[int, float]:
-    """Concurrency → median output tok/s of the run's benchmark."""
-    if ctx.bench is None:
-        return {}
-    runs = ctx.bench.filter(pl.col("concurrency").is_not_null() & (pl.col("output_tok_s") > 0))
-    agg = runs.group_by("concurrency").agg(pl.col("output_tok_s").median())
-    return {int(c): float(t) for c, t in agg.iter_rows()}
-
-
 def scaling_collapse(ctx: RunAnalysis) -> Finding | None:
     """Falls behind another layout as load grows, or delivers less with more load."""
-    mine = _curve(ctx)
+    mine = ctx.throughput_curve
     if len(mine) < 2:
         return None
     best: dict[str, Any] | None = None
     for peer in ctx.peers:
         if not ctx.compare_models and not _same_model(ctx, peer):
             continue
-        theirs = _curve(peer)
+        theirs = peer.throughput_curve
         common = sorted(set(mine) & set(theirs))
         if len(common) < 2:
             continue
@@ -57,7 +48,7 @@ def scaling_collapse(ctx: RunAnalysis) -> Finding | None:
             if r < BEHIND and r / r_lo < STANDING_LOSS and (best is None or c >= best["c"]):
                 best = {"peer": peer, "lo": lo, "c": c, "r_lo": r_lo, "ratio": r, "common": common}
     if best is not None:
-        peer, theirs = best["peer"], _curve(best["peer"])
+        peer, theirs = best["peer"], best["peer"].throughput_curve
         evidence = pl.DataFrame(
             {
                 "concurrency": best["common"],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -44,28 +43,27 @@ def header(runs: RunSet) -> View:
     """Which runs, on what hardware and interconnect, which SGLang; a banner for synthetic data."""
     rows = []
     for run, label, given in zip(runs, runs.labels, runs.paths, strict=True):
-        topo = runs.topology(run)
-        interconnect = run.config.interconnect or (topo.interconnect if topo else None)
+        ctx = runs.analysis(run)
+        machine, model = ctx.machine, ctx.model
         span = None
         if run.log is not None and run.log.batches.height:
             ts = run.log.batches["ts"].drop_nulls()
             if ts.len():
                 span = f"{ts.min()} – {ts.max()}"
-        model_path = run.launch.server_args.get("model_path") if run.launch else None
         rows.append(
             {
                 "run": label,
                 "directory": given,
                 "layout": run.layout.describe(),
                 "layout from": run.layout.layout_from,
-                "hardware": run.config.hardware,
-                "interconnect": interconnect
-                + (" (from topology)" if topo and not run.config.interconnect else "")
-                if interconnect
-                else None,
+                "hardware": machine.gpu,
+                "hardware from": machine.gpu_from,
+                "interconnect": machine.interconnect,
+                "interconnect from": machine.interconnect_from,
                 "GPUs": _gpus(runs, run),
                 "SGLang": _sglang_version(run) or "not in the log",
-                "model": clean(Path(str(model_path)).name) if model_path else None,
+                "model": clean(model.id) if model.id else None,
+                "architecture": clean(model.describe()) if model.id else model.describe(),
                 "log span": span,
                 "synthetic": run.config.synthetic,
             }
@@ -82,7 +80,7 @@ def header(runs: RunSet) -> View:
             "Numbers illustrate the method; they describe no real machine.</div>"
         )
     hardware = sorted({r["hardware"] for r in rows if r["hardware"]})
-    link = sorted({r["interconnect"].split(" ")[0] for r in rows if r["interconnect"]})
+    link = sorted({r["interconnect"] for r in rows if r["interconnect"]})
     items.append(
         para(
             f"{', '.join(runs.labels)}"
