@@ -11,6 +11,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import replace
+from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from toolkit.analyze.model.catalog import ModelIdentity, model_spec
 from toolkit.analyze.model.fit import fit_none
 from toolkit.analyze.model.machine import MachineIdentity, prior
 from toolkit.analyze.occupancy import decode_phases, occupancy_summary, slot_occupancy
+from toolkit.analyze.series import busy_pct, decoding_windows
 from toolkit.analyze.stages import (
     LOG_INTERVAL,
     phase_busy,
@@ -38,11 +40,15 @@ from toolkit.analyze.stages import (
     stage_timeline,
 )
 from toolkit.errors import ToolkitError
+from toolkit.load.assembly import clock_offset
+from toolkit.load.gpu import trace_formats
 from toolkit.load.run import Run, load_run
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
-from toolkit.schema.sglang import BATCHES
 
-__all__ = ["RunAnalysis", "model_groups", "observed_points"]
+__all__ = ["MIN_CLOCK_SHIFT_S", "RunAnalysis", "model_groups", "observed_points"]
+
+MIN_CLOCK_SHIFT_S = 3.0
+"""A GPU clock off the log's by less than this is within the sampling noise of both."""
 
 _LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
@@ -114,17 +120,8 @@ class RunAnalysis:
     # ------------------------------------------------------------------ tables
     @cached_property
     def batches(self) -> pl.DataFrame:
-        """Batch lines of the launch the benchmark measured (the last one)."""
-        log = self.run.log
-        if log is None:
-            return pl.DataFrame(schema=BATCHES)
-        df = log.batches
-        launch = self.launch
-        if launch is None or len(log.launches) < 2:
-            return df
-        if len(log.sources) == 1:
-            return df.filter(pl.col("lineno") > launch.lineno)
-        return df.filter(pl.col("ts") >= launch.ts)
+        """Batch lines of the launch the run is about (``Run.batches``)."""
+        return self.run.batches
 
     @cached_property
     def bench(self) -> pl.DataFrame | None:
@@ -213,32 +210,69 @@ class RunAnalysis:
 
     # ------------------------------------------------------------------ GPU trace
     @cached_property
-    def gpu_samples(self) -> pl.DataFrame | None:
-        """GPU trace samples on the log's clock, or None when the run has no trace."""
-        trace = getattr(self.run, "gpu", None) or getattr(self.run, "gpu_trace", None)
-        if trace is None:
-            trace = self._load_trace()
-        samples = getattr(trace, "samples", None)
-        return samples if isinstance(samples, pl.DataFrame) and samples.height else None
+    def clock_shift(self) -> tuple[float, float, float] | None:
+        """(seconds the GPU clock is off the log's, agreement at that shift, agreement as
+        recorded), when the trace's activity lines up clearly better with the log's decoding
+        after a shift of at least ``MIN_CLOCK_SHIFT_S``; else None."""
+        trace = self.run.gpu
+        if trace is None or not trace.samples.height or not self.batches.height:
+            return None
+        if any(m["input"] == "GPU trace" for m in self.run.mismatches):
+            return None
+        value, _ = busy_pct(trace.samples)
+        busy = (
+            trace.samples.filter(pl.col("ts").is_not_null())
+            .group_by(pl.col("ts").dt.truncate("1s"))
+            .agg(busy_pct=value.mean())
+            .drop_nulls()
+        )
+        windows = decoding_windows(self.batches, max_gap_s=3.0)  # phases, not the whole sweep
+        spans = list(zip(windows["start"].to_list(), windows["end"].to_list(), strict=True))
+        best = clock_offset(busy, spans)
+        recorded = clock_offset(busy, spans, max_shift_s=0)
+        if best is None or recorded is None:
+            return None
+        shift, score = best
+        if abs(shift) < MIN_CLOCK_SHIFT_S or score - recorded[1] < 0.15 or score < 0.5:
+            return None
+        return shift, score, recorded[1]
 
-    def _load_trace(self) -> Any:
-        try:
-            from toolkit.load.gpu import sniff_gpu_format, trace_formats
-            from toolkit.load.gpu.trace import load_gpu_trace
-        except ImportError:  # the GPU loaders are optional for a diagnosis
+    @cached_property
+    def gpu_samples(self) -> pl.DataFrame | None:
+        """GPU trace samples on the log's clock, or None when the run has no trace or its trace
+        does not overlap the launch (``Run.mismatches`` says so). A trace whose clock is
+        clearly off (``clock_shift``) is shifted onto the log's, and the diagnosis says so."""
+        if any(m["input"] == "GPU trace" for m in self.run.mismatches):
             return None
-        files = [p for ps in self.run.files.values() for p in ps]
-        traces = trace_formats()
-        paths = [p for p in files if _safe_sniff(sniff_gpu_format, p) in traces]
-        if not paths:
+        trace = self.run.gpu
+        samples = trace.samples if trace is not None else None
+        if not isinstance(samples, pl.DataFrame) or not samples.height:
             return None
-        config = self.run.config
-        try:
-            return load_gpu_trace(
-                paths, fields=config.gpu_trace_fields, clock_offset_s=config.clock_offset_s
+        if self.clock_shift is not None:
+            shift = timedelta(seconds=self.clock_shift[0])
+            samples = samples.with_columns(pl.col("ts") + shift)
+        return samples
+
+    @cached_property
+    def mismatches(self) -> list[dict[str, str]]:
+        """Inputs that do not belong together (``Run.mismatches``), and a GPU clock shifted."""
+        out = list(self.run.mismatches)
+        if self.clock_shift is not None:
+            shift, score, recorded = self.clock_shift
+            offset = self.run.config.clock_offset_s + shift
+            out.append(
+                {
+                    "input": "GPU clock",
+                    "files": ", ".join(
+                        p.name for fmt in trace_formats() for p in self.run.files.get(fmt, [])
+                    ),
+                    "detail": f"the GPUs' busy stretches line up with the log's decoding "
+                    f"{shift:+.0f} s later ({score:.0%} agreement against {recorded:.0%} as "
+                    f"recorded); the trace is read shifted: set clock_offset_s = {offset:g} in "
+                    "run.toml to make it explicit",
+                }
             )
-        except ToolkitError:
-            return None
+        return out
 
     @cached_property
     def roles(self) -> pl.DataFrame | None:
@@ -429,13 +463,6 @@ def _length(value: float | None, default: int) -> int:
     if value is None or not math.isfinite(value) or value < 1:
         return default
     return max(round(value), 1)
-
-
-def _safe_sniff(sniffer: Any, path: Path) -> str | None:
-    try:
-        return sniffer(path)
-    except (OSError, UnicodeDecodeError, ToolkitError):
-        return None
 
 
 def observed_points(run: Run, label: str | None = None) -> pl.DataFrame:

@@ -5,6 +5,7 @@ severity, then by the share of throughput each explains. A rule is one function 
 ``RunAnalysis`` that returns a ``Finding`` or None; ids are a stable public vocabulary:
 
 ==========================  =========================================================
+``input-mismatch``          info: inputs from other launches, files or clocks, left out
 ``pp-underfilled-slots``    enough requests for every stage, fewer slots hold them
 ``running-cap``             a limit holds requests in the queue (names it)
 ``kv-cache-pressure``       retractions, or a full KV pool
@@ -30,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from toolkit.diagnose.admission import queue_backlog, running_cap
+from toolkit.diagnose.coherence import input_mismatch
 from toolkit.diagnose.config import config_not_applied
 from toolkit.diagnose.cudagraph import cuda_graph_miss
 from toolkit.diagnose.finding import SEVERITIES, Finding, severity_of
@@ -63,6 +65,7 @@ __all__ = [
 Rule = Callable[[RunAnalysis], Finding | None]
 
 RULES: tuple[tuple[str, Rule], ...] = (
+    ("input-mismatch", input_mismatch),
     ("config-not-applied", config_not_applied),
     ("stage-desync", stage_desync),
     ("pp-underfilled-slots", pp_underfilled_slots),

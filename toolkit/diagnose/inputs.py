@@ -93,6 +93,7 @@ INPUTS: dict[str, Input] = {
 """Input name → how to tell whether a run has it, and how to supply it."""
 
 NEEDS: dict[str, tuple[str, ...]] = {
+    "input-mismatch": (),
     "config-not-applied": ("launch command", "ServerArgs dump"),
     "stage-desync": ("decode lines",),
     "pp-underfilled-slots": ("decode lines", "ServerArgs dump"),

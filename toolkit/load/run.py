@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ToolkitError
+from toolkit.load.assembly import LAUNCH_SPANS, choose_launch, launch_spans, overlap_s
 from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu import trace_formats
@@ -25,6 +27,7 @@ from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 from toolkit.load.sniff import HF_CONFIG, expand, sniff
+from toolkit.schema.sglang import BATCHES
 
 _LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
@@ -85,11 +88,108 @@ class Run:
             return None  # no file held a result
         return results if results.runs.height else None
 
+    @cached_property
+    def launch_spans(self) -> pl.DataFrame:
+        """Every launch of the run's log(s) with its span and multi-node group
+        (``assembly.launch_spans``)."""
+        if self.log is None:
+            return pl.DataFrame(schema=LAUNCH_SPANS)
+        return launch_spans(self.log.launches, self.log.batches)
+
+    @cached_property
+    def launch_choice(self) -> tuple[int | None, str]:
+        """(the launch group the run is about, why): the one the GPU trace overlaps the most,
+        else the last that logged batch lines (``assembly.choose_launch``)."""
+        return choose_launch(self.launch_spans, [w for w in [self.gpu_span] if w is not None])
+
     @property
     def launch(self) -> Launch | None:
-        """The last server launch of the run (the one the benchmark measured)."""
-        launches = self.log.launches if self.log is not None else []
-        return launches[-1] if launches else None
+        """The server launch the run is about (of a multi-node start, the first with a dump)."""
+        if self.log is None or not self.log.launches:
+            return None
+        group, _ = self.launch_choice
+        members = self.launch_spans.filter(pl.col("group") == group)["launch"].to_list()
+        launches = [la for la in self.log.launches if la.index in members]
+        return next((la for la in launches if la.server_args), launches[0] if launches else None)
+
+    @cached_property
+    def batches(self) -> pl.DataFrame:
+        """The batch lines of the chosen launch (every file of a multi-node start)."""
+        if self.log is None:
+            return pl.DataFrame(schema=BATCHES)
+        lines = self.log.batches
+        spans = self.launch_spans
+        group, _ = self.launch_choice
+        if not spans.height or spans["group"].n_unique() < 2:
+            return lines
+        owners = spans.select("source", "lineno", "launch", "group").sort("source", "lineno")
+        owned = (
+            lines.with_row_index("_row")
+            .sort("source", "lineno")
+            .join_asof(
+                owners, on="lineno", by="source", strategy="backward", check_sortedness=False
+            )
+        )
+        keep = owned.filter(pl.col("group") == group).sort("_row")
+        return keep.drop("_row", "launch", "group")
+
+    @cached_property
+    def gpu_span(self) -> tuple[datetime, datetime] | None:
+        """First and last time of the GPU trace (on the log's clock after ``clock_offset_s``)."""
+        if self.gpu is None or not self.gpu.samples.height:
+            return None
+        ts = self.gpu.samples["ts"].drop_nulls()
+        return (ts.min(), ts.max()) if ts.len() else None
+
+    @cached_property
+    def mismatches(self) -> list[dict[str, str]]:
+        """Inputs that do not belong with the chosen launch: other launches (a restart, another
+        file's server), a GPU trace from another time. Each: ``input``, ``files``, ``detail``."""
+        out: list[dict[str, str]] = []
+        spans = self.launch_spans
+        group, why = self.launch_choice
+        if spans.height and spans["group"].n_unique() > 1:
+            chosen = spans.filter(pl.col("group") == group)
+            others = spans.filter(pl.col("group") != group)
+            start, end = chosen["start"].min(), chosen["end"].max()
+            foreign = sorted(set(others["source"]) - set(chosen["source"]))
+            out.append(
+                {
+                    "input": "launches",
+                    "files": ", ".join(Path(s).name for s in sorted(set(spans["source"]))),
+                    "detail": f"{others['group'].n_unique()} other server start(s) in the log; "
+                    f"analysed the one of {start} – {end} ({why}); the others are left out",
+                }
+            )
+            if foreign:
+                out.append(
+                    {
+                        "input": "log files",
+                        "files": ", ".join(Path(s).name for s in foreign),
+                        "detail": "these logs hold only other launches (other times or servers) "
+                        "and are not part of this run",
+                    }
+                )
+        trace, span = self.gpu_span, self.launch_span
+        if trace is not None and span is not None and overlap_s(trace, span) <= 0:
+            out.append(
+                {
+                    "input": "GPU trace",
+                    "files": ", ".join(
+                        p.name for fmt in trace_formats() for p in self.files.get(fmt, [])
+                    ),
+                    "detail": f"the trace covers {trace[0]} – {trace[1]}, the launch "
+                    f"{span[0]} – {span[1]}: no overlap, so it is not used (set "
+                    "clock_offset_s in run.toml if its clock is off)",
+                }
+            )
+        return out
+
+    @cached_property
+    def launch_span(self) -> tuple[datetime, datetime] | None:
+        """First and last batch line of the chosen launch."""
+        ts = self.batches["ts"].drop_nulls() if self.batches.height else None
+        return (ts.min(), ts.max()) if ts is not None and ts.len() else None
 
     @cached_property
     def model_config(self) -> dict[str, Any] | None:

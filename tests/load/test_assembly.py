@@ -1,0 +1,91 @@
+"""A run is one server start plus what was measured against it; inputs that disagree are named."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from helpers import SAMPLE, TEST_DATA
+
+from toolkit.diagnose import diagnose
+from toolkit.load.run import load_run
+from toolkit.run_analysis import RunAnalysis
+
+DIAG = TEST_DATA / "diagnose"
+
+
+def _shift_log(text: str, days: int) -> str:
+    """The log with every ``[YYYY-mm-dd HH:MM:SS`` moved by ``days``."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("[20"):
+            ts = datetime.strptime(line[1:20], "%Y-%m-%d %H:%M:%S") - timedelta(days=days)
+            line = f"[{ts:%Y-%m-%d %H:%M:%S}" + line[20:]
+        out.append(line)
+    return "".join(out)
+
+
+def test_two_unrelated_logs_are_two_launches_not_a_desync(tmp_path: Path) -> None:
+    """A TP8 log from 482 days earlier beside a PP4 log: no stage comparison across them."""
+    (tmp_path / "old-tp8.log").write_text(
+        _shift_log((DIAG / "tp8" / "server.log").read_text(), 482)
+    )
+    shutil.copy(DIAG / "pp4-desync" / "server.log", tmp_path / "pp4.log")
+    ctx = RunAnalysis(tmp_path)
+    found = {f.id: f for f in diagnose([ctx])}
+    assert ctx.run.layout.pp == 4 and ctx.label == "PP4"
+    note = found["input-mismatch"]
+    assert note.severity == "info" and "old-tp8.log" in note.summary
+    assert set(ctx.batches["source"].map_elements(lambda s: Path(s).name, return_dtype=str)) == {
+        "pp4.log"
+    }
+    # the PP4 log's own desync (three skewed ordinals) is still found, within that launch only
+    desync = found["stage-desync"]
+    assert desync.evidence["spread_s"].max() < 60
+
+
+def test_a_log_with_several_starts_is_analysed_for_one(tmp_path: Path) -> None:
+    """Three restarts: the last that decoded is the run; the others are named."""
+    text = (DIAG / "tp8" / "server.log").read_text()
+    early = _shift_log(text, 2) + _shift_log(text, 1)
+    (tmp_path / "server.log").write_text(early + text)
+    run = load_run(tmp_path)
+    assert run.launch_spans.height == 3 and run.launch_spans["group"].n_unique() == 3
+    group, why = run.launch_choice
+    assert group == 2 and "last launch" in why
+    assert run.batches.height == RunAnalysis(DIAG / "tp8").batches.height
+    (note,) = [m for m in run.mismatches if m["input"] == "launches"]
+    assert "2 other server start(s)" in note["detail"]
+
+
+def test_a_gpu_trace_from_another_time_is_not_used(tmp_path: Path) -> None:
+    run_dir = tmp_path / "pp8"
+    shutil.copytree(SAMPLE / "pp8", run_dir)
+    csv = run_dir / "gpu.csv"
+    csv.write_text(csv.read_text().replace("2026/05/25", "2024/05/25"))
+    ctx = RunAnalysis(run_dir)
+    assert ctx.gpu_samples is None
+    (note,) = [m for m in ctx.mismatches if m["input"] == "GPU trace"]
+    assert "no overlap" in note["detail"]
+
+
+@pytest.mark.parametrize("seconds", [15, -40])
+def test_a_shifted_gpu_clock_is_found_within_a_second(tmp_path: Path, seconds: int) -> None:
+    run_dir = tmp_path / "pp8"
+    shutil.copytree(SAMPLE / "pp8", run_dir)
+    csv = run_dir / "gpu.csv"
+    lines = csv.read_text().splitlines(keepends=True)
+    shifted = [lines[0]]
+    for line in lines[1:]:
+        stamp, rest = line.split(",", 1)
+        ts = datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f") + timedelta(seconds=seconds)
+        shifted.append(f"{ts:%Y/%m/%d %H:%M:%S}.{ts.microsecond // 1000:03d},{rest}")
+    csv.write_text("".join(shifted))
+    ctx = RunAnalysis(run_dir)
+    assert ctx.clock_shift is not None
+    assert ctx.clock_shift[0] == pytest.approx(-seconds, abs=1)
+    (note,) = [m for m in ctx.mismatches if m["input"] == "GPU clock"]
+    assert f"clock_offset_s = {-seconds:g}" in note["detail"]
+    assert RunAnalysis(SAMPLE / "pp8").clock_shift is None  # the sample's own clock is right

@@ -1,0 +1,186 @@
+"""A run assembled from its inputs: which server start it is, and whether its files agree.
+
+A log may hold several launches (a restart, a crash loop, a folder of unrelated logs). Each
+launch's span runs from its ``server_args=`` dump to its last batch line before the next launch
+of the same file. Launches of different files that start within ``SAME_START_S`` of each other
+are one multi-node start when their dumps agree on layout and model (every node prints its
+own dump). A run is one such start plus what
+was measured against it: ``choose_launch`` picks the start whose span the benchmark and GPU
+data overlap the most, else the last one that decoded.
+
+``clock_offset`` finds by how much a GPU trace's clock is off the log's: the shift that best
+lines up "GPUs busy" with "the server decoding", second by second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from toolkit.schema import Column, schema_of
+
+__all__ = [
+    "LAUNCH_SPANS",
+    "SAME_START_S",
+    "choose_launch",
+    "clock_offset",
+    "launch_spans",
+    "overlap_s",
+]
+
+SAME_START_S = 600.0
+"""Launches of different files starting this close together are one multi-node start."""
+
+ACTIVE_PCT = 5.0
+"""GPU busy % that counts as working, not idle (an idle GPU reads 0–2 %)."""
+
+_I, _S, _T = pl.Int64(), pl.String(), pl.Datetime("ms")
+
+LAUNCH_SPAN_COLUMNS: tuple[Column, ...] = (
+    Column("launch", _I, "index of the launch (``SGLangLog.launches``)"),
+    Column("group", _I, "multi-node start the launch belongs to (0-based, in time order)"),
+    Column("source", _S, "the log file"),
+    Column("lineno", _I, "line of its server_args dump"),
+    Column("start", _T, "time of the dump (null when the line has no time)"),
+    Column("end", _T, "time of its last batch line (the start when it logged none)"),
+    Column("batch_lines", _I, "Prefill/Decode batch lines it logged"),
+)
+LAUNCH_SPANS = schema_of(LAUNCH_SPAN_COLUMNS)
+
+
+def launch_spans(launches: Sequence[Any], batches: pl.DataFrame) -> pl.DataFrame:
+    """One row per launch with its span and multi-node group (schema ``LAUNCH_SPANS``).
+
+    ``launches`` are ``SGLangLog.launches`` (anything with ``index``, ``source``, ``lineno``
+    and ``ts``); ``batches`` the log's batch lines (``source``, ``lineno``, ``ts``).
+    """
+    rows = [
+        {"launch": la.index, "source": str(la.source), "lineno": la.lineno, "start": la.ts}
+        for la in launches
+    ]
+    shapes = {la.index: _shape(la.server_args) for la in launches}
+    if not rows:
+        return pl.DataFrame(schema=LAUNCH_SPANS)
+    starts = pl.DataFrame(rows, schema={"launch": _I, "source": _S, "lineno": _I, "start": _T})
+    lines = batches.filter(pl.col("ts").is_not_null()).select(
+        pl.col("source").cast(_S), pl.col("lineno").cast(_I), pl.col("ts").cast(_T)
+    )
+    owned = lines.sort("source", "lineno").join_asof(
+        starts.sort("source", "lineno").select("source", "lineno", "launch"),
+        on="lineno",
+        by="source",
+        strategy="backward",
+        check_sortedness=False,  # sorted by (source, lineno): each source's lines are in order
+    )
+    ends = owned.group_by("launch").agg(end=pl.col("ts").max(), batch_lines=pl.len())
+    spans = starts.join(ends, on="launch", how="left").with_columns(
+        end=pl.coalesce("end", "start"), batch_lines=pl.col("batch_lines").fill_null(0)
+    )
+    spans = spans.sort(pl.col("start").fill_null(pl.col("end")), "source", "lineno")
+    groups: list[int] = []
+    current, anchor, shape = -1, None, None
+    for start, index in zip(spans["start"].to_list(), spans["launch"].to_list(), strict=True):
+        near = (
+            anchor is not None
+            and start is not None
+            and abs((start - anchor).total_seconds()) <= SAME_START_S
+        )
+        if not near or shapes[index] != shape:
+            current += 1
+            anchor, shape = start, shapes[index]
+        groups.append(current)
+    return (
+        spans.with_columns(group=pl.Series(groups, dtype=_I))
+        .select(LAUNCH_SPANS.names())
+        .cast(dict(LAUNCH_SPANS))
+    )
+
+
+_SHAPE_KEYS = ("tp_size", "pp_size", "dp_size", "ep_size", "nnodes", "model_path")
+
+
+def _shape(server_args: dict[str, Any]) -> tuple[Any, ...]:
+    """What the nodes of one multi-node start share: layout and model (not ``node_rank``)."""
+    return tuple(repr(server_args.get(k)) for k in _SHAPE_KEYS) if server_args else ()
+
+
+def overlap_s(a: tuple[datetime, datetime], b: tuple[datetime, datetime]) -> float:
+    """Seconds two time spans share (0 when they do not meet)."""
+    return max(0.0, (min(a[1], b[1]) - max(a[0], b[0])).total_seconds())
+
+
+def choose_launch(
+    spans: pl.DataFrame, windows: Sequence[tuple[datetime, datetime]] = ()
+) -> tuple[int | None, str]:
+    """The multi-node start the run is about, and why: the one the measurement ``windows``
+    (benchmark, GPU trace) overlap the most, else the last one that logged batch lines, else
+    the last one."""
+    if not spans.height:
+        return None, "no launch"
+    per_group = spans.group_by("group").agg(
+        start=pl.col("start").min(), end=pl.col("end").max(), lines=pl.col("batch_lines").sum()
+    )
+    if windows:
+        scored = [
+            (sum(overlap_s((r["start"], r["end"]), w) for w in windows), r["group"])
+            for r in per_group.iter_rows(named=True)
+            if r["start"] is not None and r["end"] is not None
+        ]
+        best = max(scored, default=(0.0, None))
+        if best[0] > 0:
+            return best[1], "the launch the measurements overlap"
+    decoded = per_group.filter(pl.col("lines") > 0).sort("group")
+    if decoded.height:
+        return int(decoded["group"][-1]), "the last launch that logged batch lines"
+    return int(per_group["group"].max()), "the last launch"
+
+
+def clock_offset(
+    busy: pl.DataFrame, decoding: Sequence[tuple[datetime, datetime]], *, max_shift_s: int = 900
+) -> tuple[float, float] | None:
+    """(seconds to add to the GPU clock, agreement 0–1) that best line up GPU activity with
+    the log's decoding windows; None without activity on either side.
+
+    ``busy`` has ``ts`` and ``busy_pct`` (mean over GPUs). Both sides become per-second 0/1
+    series (busy: above ``ACTIVE_PCT`` or a tenth of the trace's peak, whichever is higher;
+    decoding: inside a window of decode lines); the shift maximizes
+    their agreement (shared active seconds over the seconds either is active). The count per
+    shift is accumulated interval by interval, linear in the trace's active seconds.
+    """
+    if not busy.height or not decoding:
+        return None
+    peak = float(busy["busy_pct"].max() or 0.0)
+    if peak <= 0:
+        return None
+    active = busy.filter(pl.col("busy_pct") >= max(ACTIVE_PCT, peak / 10)).select(
+        pl.col("ts").dt.epoch("s").unique().sort()
+    )
+    gpu = active["ts"].to_list()
+    spans = sorted(
+        (math.floor(a.timestamp()), math.ceil(b.timestamp())) for a, b in decoding if a and b
+    )
+    log_seconds = sum(b - a + 1 for a, b in spans)
+    if not gpu or not log_seconds:
+        return None
+    width = 2 * max_shift_s + 1
+    diff = [0] * (width + 1)
+    for g in gpu:
+        for a, b in spans:
+            lo, hi = max(a - g, -max_shift_s), min(b - g, max_shift_s)
+            if lo <= hi:
+                diff[lo + max_shift_s] += 1
+                diff[hi + max_shift_s + 1] -= 1
+    best = (0.0, -1.0)
+    shared = 0
+    for i in range(width):
+        shared += diff[i]
+        union = len(gpu) + log_seconds - shared
+        score = shared / union if union else 0.0
+        shift = i - max_shift_s
+        if score > best[1] + 1e-9 or (abs(score - best[1]) <= 1e-9 and abs(shift) < abs(best[0])):
+            best = (float(shift), score)
+    return best
