@@ -8,7 +8,7 @@ from toolkit.cli.main import COMMANDS, build_parser, main
 
 NAMES = [c.NAME for c in COMMANDS]
 TAKES_RUN_DIRS = {"model", "diagnose", "timeline", "report"}  # RUN_DIR... (several)
-NO_JSON = {"timeline", "report"}  # they write a file of their own format
+NO_JSON = {"timeline", "report", "demo"}  # they write files of their own format
 
 
 def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

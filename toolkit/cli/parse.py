@@ -32,6 +32,7 @@ examples:
   ppscope parse server.log                 what the log holds: kinds, tables, launches
   ppscope parse runs/pp8 --json            every file of a run directory, as JSON
   ppscope parse node0.log.gz --strict      fail at the first batch line that does not type
+  ppscope parse gpu.csv --gpu-fields timestamp,index,utilization.gpu
 """
 LAUNCHES_SHOWN = 6
 SETTINGS = (
@@ -54,6 +55,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output(parser)
     parser.add_argument("--strict", action="store_true", help="fail on the first untypable line")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    parser.add_argument(
+        "--gpu-fields",
+        metavar="LIST",
+        help="the --query-gpu field list of an nvidia-smi CSV written without a header",
+    )
+    parser.add_argument(
+        "--gpu-interval",
+        type=float,
+        metavar="SECONDS",
+        help="sampling period of a GPU trace that prints no time (dcgmi dmon, dcgm-exporter)",
+    )
     add_quiet(parser)
 
 
@@ -68,7 +80,15 @@ def run(args: argparse.Namespace) -> int:
         for path in paths:
             with progress.step(f"{path.name} ({path.stat().st_size / 1e6:.0f} MB)"):
                 try:
-                    files.extend(summarize(path, strict=args.strict, cache=not args.no_cache))
+                    files.extend(
+                        summarize(
+                            path,
+                            strict=args.strict,
+                            cache=not args.no_cache,
+                            gpu_fields=args.gpu_fields,
+                            gpu_interval_s=args.gpu_interval,
+                        )
+                    )
                 except ToolkitError as e:
                     if args.strict:
                         raise
@@ -81,7 +101,14 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def summarize(path: Path, *, strict: bool = False, cache: bool = True) -> list[dict[str, Any]]:
+def summarize(
+    path: Path,
+    *,
+    strict: bool = False,
+    cache: bool = True,
+    gpu_fields: str | None = None,
+    gpu_interval_s: float | None = None,
+) -> list[dict[str, Any]]:
     """What one file holds, as the JSON objects ``parse --json`` prints (one per part)."""
     fmt = sniff(path)
     if path.name == "run.toml":
@@ -102,8 +129,10 @@ def summarize(path: Path, *, strict: bool = False, cache: bool = True) -> list[d
     if fmt in BENCH_FORMATS:
         return [summarize_bench_file(path, cache=cache)]
     if fmt in GPU_FORMATS:
-        fields = read_run_config(path.parent).gpu_trace_fields
-        return [summarize_gpu_file(path, fields=fields, strict=strict)]
+        config = read_run_config(path.parent)
+        fields = gpu_fields or config.gpu_trace_fields
+        interval = gpu_interval_s or config.gpu_trace_interval_s
+        return [summarize_gpu_file(path, fields=fields, interval_s=interval, strict=strict)]
     return [{"path": str(path), "format": fmt or "unknown"}]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from toolkit.cli.options import add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import fail
 from toolkit.errors import ToolkitError
-from toolkit.load.run import run_directory
+from toolkit.load.run import load_run, run_directory
 
 NAME = "report"
 HELP = "render an offline HTML postmortem (and its JSON sidecar) from run directories"
@@ -52,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
     if args.paths:
         if "runs" in params:
             raise ToolkitError("give run directories or -p runs, not both")
+        for path in args.paths:
+            if not load_run(path).has_inputs:  # an empty folder must not read as healthy
+                raise ToolkitError(f"{path}: no SGLang log, benchmark result or GPU trace found")
         params["runs"] = ",".join(run_directory(p).as_posix() for p in args.paths)
     out: Path = args.output
     if out.suffix.lower() != ".html":

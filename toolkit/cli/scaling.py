@@ -35,6 +35,7 @@ EXAMPLES = """\
 examples:
   ppscope scaling runs/tp8 runs/pp8           results found in two run directories
   ppscope scaling sweep.csv --json            a sweep of your own, as JSON
+  ppscope scaling a.jsonl b.jsonl --concurrency a.jsonl=32
 """
 
 
@@ -44,11 +45,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_json(parser)
     add_output(parser)
+    parser.add_argument(
+        "--concurrency",
+        action="append",
+        default=[],
+        metavar="FILE=N",
+        help="the concurrency of a result file that set no cap (repeatable); without it such "
+        "a run takes the mean number of requests in flight it measured",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Load the results under the paths, print the gap table (or JSON)."""
-    report = scaling_report(load_bench(args.paths))
+    given: dict[str, int] = {}
+    for item in args.concurrency:
+        name, sep, value = item.rpartition("=")
+        if not sep or not name or not value.strip().isdigit() or int(value) < 1:
+            raise ToolkitError(f"--concurrency: expected FILE=N with N ≥ 1, got {item!r}")
+        given[name] = int(value)
+    report = scaling_report(load_bench(args.paths, concurrency=given))
     emit(to_json(report["json"]) if args.json else report["text"], args.output)
     return 0
 
@@ -114,8 +129,16 @@ def _text(
     lines = [
         f"{_plural(results.runs.height, 'run')} from {_plural(len(results.files), 'file')}; "
         f"layouts: {counts}",
-        "",
     ]
+    sources = {
+        "observed": "the mean in flight it measured (no cap set)",
+        "argument": "--concurrency",
+    }
+    for origin, words in sources.items():
+        picked = results.runs.filter(pl.col("concurrency_from") == origin)
+        if picked.height:
+            lines.append(f"concurrency of {_plural(picked.height, 'run')} from {words}")
+    lines.append("")
     cell = {(r["label"], r["concurrency"]): r for r in table.iter_rows(named=True)}
     gaps = {} if gap is None else {r["concurrency"]: r for r in gap.iter_rows(named=True)}
     header = ["concurrency", *(f"{label} tok/s" for label in labels)]

@@ -59,7 +59,10 @@ class Run:
         if not paths:
             return None
         return load_gpu_trace(
-            paths, fields=self.config.gpu_trace_fields, clock_offset_s=self.config.clock_offset_s
+            paths,
+            fields=self.config.gpu_trace_fields,
+            interval_s=self.config.gpu_trace_interval_s,
+            clock_offset_s=self.config.clock_offset_s,
         )
 
     @cached_property

@@ -23,7 +23,7 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "notes": str,
     "gpu_trace": dict,
 }
-_GPU_TRACE_KEYS = {"fields": str}
+_GPU_TRACE_KEYS: dict[str, type | tuple[type, ...]] = {"fields": str, "interval_s": (int, float)}
 INTERCONNECTS = ("pcie", "nvlink")
 
 
@@ -40,6 +40,7 @@ class RunConfig:
     synthetic: bool = False  # reports carry a banner saying the data is generated
     notes: str | None = None
     gpu_trace_fields: tuple[str, ...] | None = None  # for nvidia-smi CSV without a header
+    gpu_trace_interval_s: float | None = None  # sampling period of traces that print no time
     path: Path | None = field(default=None, compare=False)
 
 
@@ -67,8 +68,11 @@ def read_run_config(directory: str | Path) -> RunConfig:
     for key, value in trace.items():
         if key not in _GPU_TRACE_KEYS:
             raise ParseError(path, None, f"unknown key 'gpu_trace.{key}'")
-        if not isinstance(value, str):
-            raise ParseError(path, None, f"key 'gpu_trace.{key}' must be a string")
+        wanted = _GPU_TRACE_KEYS[key]
+        if not isinstance(value, wanted) or isinstance(value, bool):
+            raise ParseError(path, None, f"key 'gpu_trace.{key}' has the wrong type: {value!r}")
+        if key == "interval_s" and not 0 < value < 3600:
+            raise ParseError(path, None, f"gpu_trace.interval_s must be in (0, 3600) s: {value!r}")
     interconnect = data.get("interconnect")
     if interconnect is not None and interconnect.lower() not in INTERCONNECTS:
         raise ParseError(path, None, f"interconnect must be pcie or nvlink, not {interconnect!r}")
@@ -83,6 +87,7 @@ def read_run_config(directory: str | Path) -> RunConfig:
         synthetic=bool(data.get("synthetic", False)),
         notes=data.get("notes"),
         gpu_trace_fields=tuple(f.strip() for f in fields.split(",")) if fields else None,
+        gpu_trace_interval_s=float(trace["interval_s"]) if "interval_s" in trace else None,
         path=path,
     )
 

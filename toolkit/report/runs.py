@@ -14,12 +14,14 @@ from toolkit.errors import ToolkitError
 from toolkit.load.gpu.trace import GpuTrace, Topology
 from toolkit.load.run import Run, load_run
 from toolkit.report.context import in_report, progress_stream
+from toolkit.synth.sample import SAMPLE_PREFIX, sample_root
 
 __all__ = ["RunSet", "load_runs", "resolve_run_dir"]
 
 
 def resolve_run_dir(path: str | Path) -> Path:
-    """A run directory as given, else (when relative) the same path under a parent directory.
+    """A run directory as given, else (when relative) the same path under a parent directory,
+    else, for the sample's ``data/incident/...``, the sample wherever ppscope is installed.
 
     Notebooks name ``data/incident/tp8`` relative to the repository; JupyterLab starts them in
     ``notebooks/``. The path itself is returned unchanged when it exists, so reports keep
@@ -33,6 +35,9 @@ def resolve_run_dir(path: str | Path) -> Path:
         candidate = parent / p
         if candidate.exists():
             return Path(*[".."] * (len(here.parts) - len(parent.parts))) / p
+    parts = p.as_posix().split("/")
+    if "/".join(parts[:2]) == SAMPLE_PREFIX and len(parts) == 3:
+        return sample_root() / parts[2]
     raise ToolkitError(f"{path}: no such run directory (looked in {here.name}/ and its parents)")
 
 
@@ -124,6 +129,9 @@ def load_runs(runs: str | Sequence[str | Path], *, progress: bool | None = None)
     if not given:
         raise ToolkitError("no run directories given")
     loaded = [load_run(resolve_run_dir(g)) for g in given]
+    for run, path in zip(loaded, given, strict=True):
+        if not run.has_inputs:  # an empty folder must not read as a healthy run
+            raise ToolkitError(f"{path}: no SGLang log, benchmark result or GPU trace found")
     bar = _progress_bar(loaded) if progress is not False else None
     out = RunSet(loaded, given)
     for run, path in zip(loaded, given, strict=True):

@@ -54,7 +54,12 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("layout_from", _S, "where tp/pp came from: file, run.toml, server-log, label"),
     Column("max_concurrency", _I, "client cap on requests in flight, as configured; null = none"),
     Column("concurrency", _I, "concurrency the analysis uses: max_concurrency, else label/column"),
-    Column("concurrency_from", _S, "source of concurrency: max_concurrency, file, label, path"),
+    Column(
+        "concurrency_from",
+        _S,
+        "source of concurrency: max_concurrency, file, label, path, observed (mean in flight "
+        "of a run without a cap) or argument (given by the user)",
+    ),
     Column("request_rate", _F, "configured arrival rate, req/s; inf = all at once"),
     Column("request_rate_text", _S, "the rate as written when it is not a number (`trace`)"),
     Column("num_prompts", _I, "requests the client was asked to send"),

@@ -66,6 +66,7 @@ class Collector:
 
     mapping: dict[str, str] | None = None
     label: str | None = None
+    concurrency: dict[str, int] = field(default_factory=dict)  # file name or path → given
     runs: list[dict[str, Any]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     files: list[dict[str, Any]] = field(default_factory=list)
@@ -79,6 +80,9 @@ class Collector:
         parsed_runs = load(path, Options(self.mapping, context.cache))
         for entry, parsed in enumerate(parsed_runs):
             row = _resolve(parsed, context, self.label)
+            given = self.concurrency.get(str(path), self.concurrency.get(path.name))
+            if given is not None:
+                row["concurrency"], row["concurrency_from"] = given, "argument"
             row.update(source=str(path), run=len(self.runs), entry=entry, format=fmt)
             row["lineno"] = parsed.lineno
             row["extra"] = extra_json(parsed.extra)
@@ -207,6 +211,10 @@ def _resolve(parsed: Parsed, context: RunContext, label: str | None) -> dict[str
     for text in (parsed.label, row["label"]):  # the file's own label, then the one given
         if concurrency is None:
             concurrency, origin = concurrency_from_text(text), "label"
+    observed = values.get("concurrency_observed")
+    if concurrency is None and isinstance(observed, int | float) and observed >= 0.5:
+        # no cap configured (``Max request concurrency: not set``): the mean in flight
+        concurrency, origin = max(round(observed), 1), "observed"
     row["concurrency"] = concurrency
     row["concurrency_from"] = origin if concurrency is not None else None
     return row

@@ -29,6 +29,7 @@ def load_bench(
     *,
     mapping: dict[str, str] | None = None,
     label: str | None = None,
+    concurrency: dict[str, int] | None = None,
     cache: bool = True,
 ) -> BenchResults:
     """Read benchmark results of any supported client into one table.
@@ -44,6 +45,9 @@ def load_bench(
         "concurrency": "Users"}``; overrides the guesses by name.
     label
         Layout label for every run loaded, overriding what the files and run.toml say.
+    concurrency
+        ``{file name or path: N}``: the concurrency of every run of that file, for results that
+        configured no cap (``concurrency_from`` is then ``argument``).
     cache
         Passed to ``load_sglang_log`` when a run directory's server log is read for tp/pp.
 
@@ -65,7 +69,7 @@ def load_bench(
     items = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
     if not items:
         raise ToolkitError("no benchmark files or run directories given")
-    collector = Collector(mapping=mapping, label=label)
+    collector = Collector(mapping=mapping, label=label, concurrency=dict(concurrency or {}))
     for item in items:
         if not item.exists():
             raise ToolkitError(f"{item}: no such file or directory")

@@ -145,7 +145,10 @@ def load_dcgmi(
         check_cells(unavailable, source)
     notes: tuple[str, ...] = ()
     if interval_s is None and samples.height:
-        notes = ("no timestamps: pass interval_s (the dmon -d delay) to place samples in time",)
+        notes = (
+            "no timestamps: set [gpu_trace] interval_s in run.toml (or --gpu-interval with "
+            "ppscope parse) to the dmon -d delay to place samples in time",
+        )
     return Part(source, FORMAT, lines.height, samples, skipped_df, unavailable, notes)
 
 

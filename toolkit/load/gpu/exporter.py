@@ -100,7 +100,10 @@ def load_exporter(
     )
     notes = ()
     if interval_s is None and samples.height and samples.get_column("ts").null_count():
-        notes = ("no timestamps: pass interval_s (the scrape period) to place scrapes in time",)
+        notes = (
+            "no timestamps: set [gpu_trace] interval_s in run.toml (or --gpu-interval with "
+            "ppscope parse) to the scrape period to place scrapes in time",
+        )
     return Part(source, FORMAT, len(text), samples, skipped_df, unavailable, notes)
 
 

@@ -126,7 +126,7 @@ def load_smi_csv(
             source,
             first + 1,
             "nvidia-smi csv without a header: give the query's field list "
-            "(fields=... or [gpu_trace] fields in run.toml)",
+            "([gpu_trace] fields in run.toml, or --gpu-fields with ppscope parse)",
             head[first],
         )
     rows: list[dict[str, object]] = [
