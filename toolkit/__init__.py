@@ -34,7 +34,8 @@ from toolkit.analyze.model import (
     what_if_table,
 )
 from toolkit.analyze.model.sim import simulate
-from toolkit.analyze.occupancy import decode_phases, occupancy_summary, slot_occupancy
+from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
+from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
 from toolkit.analyze.stages import stage_busy, stage_cadence, stage_desync, stage_timeline
 from toolkit.diagnose import Finding, diagnose

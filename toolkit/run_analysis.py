@@ -30,7 +30,8 @@ from toolkit.analyze.model import Fit, Layout, Params, Workload, fit, observed_f
 from toolkit.analyze.model.catalog import ModelIdentity, model_spec
 from toolkit.analyze.model.fit import fit_none
 from toolkit.analyze.model.machine import MachineIdentity, prior
-from toolkit.analyze.occupancy import decode_phases, occupancy_summary, slot_occupancy
+from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
+from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.series import busy_pct, decoding_windows
 from toolkit.analyze.stages import (
     LOG_INTERVAL,

@@ -12,12 +12,10 @@ from toolkit.analyze.config import launch_layout
 from toolkit.analyze.occupancy import (
     OCCUPANCY,
     OCCUPANCY_PHASES,
-    PHASES,
-    decode_phases,
     occupancy_summary,
-    prompt_length,
     slot_occupancy,
 )
+from toolkit.analyze.phases import PHASES, decode_phases, prompt_length
 from toolkit.load.run import load_run
 
 DIAG = TEST_DATA / "diagnose"
@@ -86,8 +84,8 @@ def test_phase_breaks_follow_the_benchmark_count() -> None:
             "dp": [None] * len(offsets),
             "pp": [None] * len(offsets),
             "tp": [0] * len(offsets),
-            "running_req": [4] * len(offsets),
-            "token": [4000] * len(offsets),
+            "running_req": [1] * 4 + [4] * 8,
+            "token": [1050] * 4 + [4200] * 8,
             "gen_tok_s": [100.0] * len(offsets),
         },
         schema_overrides={"dp": pl.Int32, "pp": pl.Int32, "tp": pl.Int32},
@@ -105,3 +103,54 @@ def test_phase_breaks_follow_the_benchmark_count() -> None:
     phases = decode_phases(batches, bench)
     assert phases["offered"].to_list() == [1, 4]
     assert phases["input_len_from"].to_list() == ["benchmark"] * 2
+
+
+def _sweep_lines(t0: datetime, phases: list[tuple[int, int]]) -> pl.DataFrame:
+    """Decode lines of consecutive phases (start second, requests in flight), 8 lines each,
+    ``#token`` = requests × (1000 + 50)."""
+    rows = []
+    for start, c in phases:
+        for i in range(8):
+            rows.append((t0 + timedelta(seconds=start + i), c, c * 1050))
+    return pl.DataFrame(
+        {
+            "ts": [r[0] for r in rows],
+            "kind": ["decode"] * len(rows),
+            "dp": [None] * len(rows),
+            "pp": [None] * len(rows),
+            "tp": [0] * len(rows),
+            "running_req": [r[1] for r in rows],
+            "token": [r[2] for r in rows],
+            "gen_tok_s": [100.0] * len(rows),
+        },
+        schema_overrides={"dp": pl.Int32, "pp": pl.Int32, "tp": pl.Int32},
+    )
+
+
+def _bench(concurrencies: list[int]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "entry": list(range(len(concurrencies))),
+            "max_concurrency": concurrencies,
+            "input_len": [1000.0] * len(concurrencies),
+            "output_len": [100.0] * len(concurrencies),
+            "output_tok_s": [10.0 * c for c in concurrencies],
+        }
+    )
+
+
+def test_a_warm_up_phase_no_run_claims_is_skipped() -> None:
+    """A warm-up request decodes before the sweep of 8 and 32: it gets no run."""
+    lines = _sweep_lines(datetime(2026, 1, 1), [(0, 1), (60, 8), (120, 32)])
+    phases = decode_phases(lines, _bench([8, 32]))
+    assert phases["offered"].to_list() == [None, 8, 32]
+    assert phases["bench_run"].to_list() == [None, 0, 1]
+    assert phases["placement"].to_list()[1:] == [pytest.approx(1.0)] * 2
+
+
+def test_running_never_exceeds_what_a_placed_run_offered() -> None:
+    """Phases that ran 32 and 8 in flight cannot be runs that offered 1 and 2: flagged."""
+    lines = _sweep_lines(datetime(2026, 1, 1), [(0, 32), (60, 8)])
+    phases = decode_phases(lines, _bench([1, 2]))
+    assert phases["offered"].to_list() == [None, None]
+    assert not any(phases["placed"].to_list())

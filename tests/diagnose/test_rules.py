@@ -52,6 +52,7 @@ CASES = [
     ("pp-low-concurrency", "pp8-low-c", "info", "tp8"),
     ("pp-lockstep-logging", "pp8-filled", "info", "pp4-desync"),
     ("unexplained-slowdown", "pp8-underfilled", "medium", "tp8"),
+    ("input-mismatch", "pp8-restart", "info", "pp8-underfilled"),
 ]
 HEALTHY = ("tp8", "pp8-filled", "pp8-low-c")
 

@@ -14,48 +14,26 @@ of their life); a sharp drop of ``#token`` (a closed-loop wave finishing togethe
 the count. ``occupancy_summary`` cross-checks each phase against a replay of SGLang's
 admission (``toolkit.analyze.model.admission``) with the launch's chunk budget and slot cap.
 
-A *phase* is one stretch of decoding, normally one benchmark run of a concurrency sweep;
-``decode_phases`` finds them from gaps in the decode lines and gives each the concurrency the
-benchmark offered. Each phase is judged on its own.
+Each phase (``analyze.phases``: a stretch of decoding, normally one benchmark run of a sweep)
+is judged on its own, over its steady window.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import timedelta
 
 import polars as pl
 
 from toolkit.analyze.model import Layout, Workload, admission
+from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.stages import reference_lines
 from toolkit.errors import ToolkitError
 from toolkit.schema import Column, schema_of
 
-__all__ = [
-    "OCCUPANCY",
-    "OCCUPANCY_PHASES",
-    "PHASES",
-    "decode_phases",
-    "occupancy_summary",
-    "prompt_length",
-    "slot_occupancy",
-]
+__all__ = ["OCCUPANCY", "OCCUPANCY_PHASES", "occupancy_summary", "slot_occupancy"]
 
 _I, _F, _S, _T = pl.Int64(), pl.Float64(), pl.String(), pl.Datetime("ms")
 
-PHASE_COLUMNS: tuple[Column, ...] = (
-    Column("phase", _I, "0-based stretch of decoding, in time order"),
-    Column("start", _T, "first decode line of the phase"),
-    Column("end", _T, "last decode line of the phase"),
-    Column("decode_lines", _I, "decode lines of the reference stage in the phase"),
-    Column("offered", _I, "requests the benchmark kept in flight; null = unknown"),
-    Column("input_len", _F, "prompt tokens per request (benchmark, else Prefill lines)"),
-    Column("output_len", _F, "generated tokens per request (benchmark); null = unknown"),
-    Column("input_len_from", _S, "benchmark or prefill lines"),
-    Column("bench_tok_s", _F, "output tok/s the benchmark measured for the phase"),
-    Column("bench_tpot_ms", _F, "median time per output token the benchmark measured, ms"),
-)
-PHASES = schema_of(PHASE_COLUMNS)
 
 OCCUPANCY_COLUMNS: tuple[Column, ...] = (
     Column("ts", _T, "time of the decode line (reference stage)"),
@@ -76,17 +54,10 @@ OCCUPANCY_COLUMNS: tuple[Column, ...] = (
 )
 OCCUPANCY = schema_of(OCCUPANCY_COLUMNS)
 
-MIN_PHASE_GAP_S = 2.0
-"""No pause shorter than this separates two phases."""
 
 WAVE_DROP = 0.9
 """``#token`` falling below this share of the previous line's marks a wave of requests ending."""
 
-UNGUIDED_GAP_S = 4.0
-"""Without benchmark runs to match, a pause must be this long to start a phase."""
-
-PREFILL_LOOKBACK_S = 30.0
-"""Prefill lines this long before a phase's first decode line still belong to the phase."""
 
 OCCUPANCY_PHASE_COLUMNS: tuple[Column, ...] = (
     Column("phase", _I, "phase"),
@@ -106,154 +77,6 @@ OCCUPANCY_PHASE_COLUMNS: tuple[Column, ...] = (
     Column("replay_slot_max", _I, "largest slot in the replay"),
 )
 OCCUPANCY_PHASES = schema_of(OCCUPANCY_PHASE_COLUMNS)
-
-
-def prompt_length(prefill: pl.DataFrame, chunked_prefill_size: int | None = None) -> float | None:
-    """Mean prompt tokens per request from Prefill lines of one stage; None without any.
-
-    A pass that fills the chunk budget ends with a request cut in two, whose rest shows up as
-    one more ``#new-seq`` in the next pass; those continuations are not counted as requests.
-    """
-    if not {"new_seq", "new_token"} <= set(prefill.columns):
-        return None
-    df = prefill.filter(pl.col("new_seq").is_not_null() & pl.col("new_token").is_not_null())
-    if not df.height:
-        return None
-    cached = pl.col("cached_token").fill_null(0) if "cached_token" in df.columns else pl.lit(0)
-    tokens = float(df.select((pl.col("new_token") + cached).sum()).item() or 0)
-    seqs = int(df["new_seq"].sum() or 0)
-    if chunked_prefill_size and chunked_prefill_size > 0:
-        full = df.filter(pl.col("new_token") >= chunked_prefill_size)
-        # A full pass whose successor is the phase's last never splits into a next pass.
-        seqs -= min(full.height, max(df.height - 1, 0))
-    return tokens / seqs if seqs > 0 and tokens > 0 else None
-
-
-def decode_phases(
-    batches: pl.DataFrame,
-    bench_runs: pl.DataFrame | None = None,
-    *,
-    gap_s: float | None = None,
-    chunked_prefill_size: int | None = None,
-) -> pl.DataFrame:
-    """Stretches of decoding and the concurrency each was offered (schema ``PHASES``).
-
-    Parameters
-    ----------
-    batches
-        ``SGLangLog.batches`` of one launch.
-    bench_runs
-        The run's benchmark results (``load_bench(...).runs``), in the order they ran. When
-        there are as many runs as phases they are matched in order; a single concurrency is
-        given to every phase; otherwise ``offered`` stays null.
-    gap_s
-        A pause between decode lines longer than this starts a new phase. By default a pause
-        starts one when it is at least 4 s and twice the line interval around it (a PP
-        layout with one busy slot logs every few seconds, a full one several times a second);
-        with ``n`` benchmark runs, the ``n − 1`` most outstanding pauses are taken instead.
-    """
-    decode = reference_lines(batches, "decode").sort("ts")
-    prefill = reference_lines(batches, "prefill").sort("ts")
-    if not decode.height:
-        return pl.DataFrame(schema=PHASES)
-    runs = bench_runs.height if bench_runs is not None else None
-    breaks = _phase_breaks(decode["ts"], gap_s, runs)
-    decode = decode.with_columns(_phase=pl.Series(breaks).cum_sum().cast(_I))
-    spans = (
-        decode.group_by("_phase")
-        .agg(start=pl.col("ts").min(), end=pl.col("ts").max(), decode_lines=pl.len())
-        .sort("_phase")
-    )
-    bench = _bench_for(spans.height, bench_runs)
-    rows = []
-    previous_end = None
-    for i, span in enumerate(spans.iter_rows(named=True)):
-        # The burst that starts a phase is prefilled just before its first decode line; older
-        # prefill lines (a warm-up request minutes earlier) say nothing about its prompts.
-        lookback = span["start"] - timedelta(seconds=PREFILL_LOOKBACK_S)
-        window = prefill.filter(pl.col("ts").is_between(lookback, span["end"]))
-        if previous_end is not None:
-            window = window.filter(pl.col("ts") > previous_end)
-        previous_end = span["end"]
-        b = bench[i] if bench is not None else {}
-        isl, isl_from = b.get("input_len"), "benchmark"
-        if isl is None:
-            isl, isl_from = prompt_length(window, chunked_prefill_size), "prefill lines"
-        rows.append(
-            {
-                "phase": i,
-                "start": span["start"],
-                "end": span["end"],
-                "decode_lines": span["decode_lines"],
-                "offered": b.get("offered"),
-                "input_len": isl,
-                "output_len": b.get("output_len"),
-                "input_len_from": isl_from if isl is not None else None,
-                "bench_tok_s": b.get("output_tok_s"),
-                "bench_tpot_ms": b.get("tpot_ms"),
-            }
-        )
-    return pl.DataFrame(rows, schema=PHASES, orient="row")
-
-
-def _phase_breaks(ts: pl.Series, gap_s: float | None, runs: int | None) -> list[bool]:
-    """For each decode line: does a new phase start there?"""
-    gaps = (ts.diff().dt.total_milliseconds() / 1000.0).alias("gap")
-    if gap_s is not None:
-        return (gaps > gap_s).fill_null(False).to_list()
-    # How outstanding a pause is: over the typical interval just before and just after it.
-    frame = pl.DataFrame(gaps).with_columns(
-        before=pl.col("gap").shift(1).rolling_median(3, min_samples=1),
-        after=pl.col("gap").reverse().shift(1).rolling_median(3, min_samples=1).reverse(),
-    )
-    local = pl.max_horizontal(pl.col("before").fill_null(0.0), pl.col("after").fill_null(0.0))
-    frame = frame.with_columns(
-        score=pl.when(local > 0).then(pl.col("gap") / local).otherwise(float("inf")),
-        index=pl.int_range(pl.len()),
-    )
-    candidates = frame.filter(pl.col("gap") >= MIN_PHASE_GAP_S)
-    if runs is not None and runs > 1 and candidates.height >= runs - 1:
-        chosen = candidates.sort("score", descending=True, maintain_order=True).head(runs - 1)
-    else:
-        # Unguided, a refill of a closed-loop benchmark (all requests finish together, the next
-        # wave prefills) pauses the lines for a second or two: not a new phase.
-        chosen = candidates.filter((pl.col("gap") >= UNGUIDED_GAP_S) & (pl.col("score") >= 2.0))
-    starts = set(chosen["index"].to_list())
-    return [i in starts for i in range(frame.height)]
-
-
-def _bench_for(n_phases: int, runs: pl.DataFrame | None) -> list[dict[str, object]] | None:
-    """One benchmark run per phase, or None when they cannot be matched."""
-    if runs is None or not runs.height:
-        return None
-    order = [c for c in ("ts", "entry", "run") if c in runs.columns]
-    runs = runs.sort(order, nulls_last=True) if order else runs
-    concurrency = "max_concurrency" if "max_concurrency" in runs.columns else "concurrency"
-    rows = [
-        {
-            "offered": _whole(r.get(concurrency) or r.get("concurrency")),
-            "input_len": r.get("input_len"),
-            "output_len": r.get("output_len"),
-            "output_tok_s": r.get("output_tok_s"),
-            "tpot_ms": r.get("tpot_median_ms") or r.get("tpot_mean_ms"),
-        }
-        for r in runs.iter_rows(named=True)
-    ]
-    if len(rows) == n_phases:
-        return rows
-    if len({r["offered"] for r in rows}) == 1:
-        return [rows[0]] * n_phases
-    return None
-
-
-def _whole(x: object) -> int | None:
-    if isinstance(x, bool) or x is None:
-        return None
-    if isinstance(x, int):
-        return x
-    if isinstance(x, float) and math.isfinite(x):
-        return round(x)
-    return None
 
 
 def slot_occupancy(

@@ -386,6 +386,17 @@ def main() -> None:
         [(100, 1000.0)],
         label="TP8 saturated",
     )
+    # A restart: the first start decoded a little, then the server was launched again and the
+    # benchmark ran against the second one. The run is the second start; the first is named.
+    first = phase_lines(pp8, Phase(400, [8], 67.5, lines=6, interval=1.2))
+    write(
+        "pp8-restart",
+        pp8,
+        [Phase(2440, [8, 8, 8, 8], 248.1)],
+        [(32, 248.1)],
+        label="PP8 restarted",
+        extra_lines=first + startup(pp8, 2000.0),
+    )
     # Throughput that falls as load grows.
     write(
         "tp8-decline",

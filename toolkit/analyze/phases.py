@@ -1,0 +1,291 @@
+"""Phases: the stretches of decoding in a log, and which benchmark run each one was.
+
+A *phase* is one stretch of decoding, normally one benchmark run of a concurrency sweep.
+``decode_phases`` finds them from pauses in the reference stage's decode lines, then places the
+benchmark's runs on the log's clock from the log's own evidence: the requests each phase had in
+flight at its peak (``#token`` over the runs' prompt plus half their output) must be close to
+what the run offered, and never above it. Runs and phases are matched in order by the
+alignment that fits these counts best; a warm-up phase no run claims, or a run whose phase is
+missing, is left unmatched. A phase whose count does not fit its run (``PLACEMENT_RANGE``) is
+flagged and its ``offered`` stays null, so no finding judges it against the wrong load.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+import polars as pl
+
+from toolkit.analyze.stages import reference_lines
+from toolkit.schema import Column, schema_of
+
+__all__ = ["PHASES", "PLACEMENT_RANGE", "decode_phases", "prompt_length"]
+
+_I, _F, _S, _T = pl.Int64(), pl.Float64(), pl.String(), pl.Datetime("ms")
+
+PHASE_COLUMNS: tuple[Column, ...] = (
+    Column("phase", _I, "0-based stretch of decoding, in time order"),
+    Column("start", _T, "first decode line of the phase"),
+    Column("end", _T, "last decode line of the phase"),
+    Column("decode_lines", _I, "decode lines of the reference stage in the phase"),
+    Column("offered", _I, "requests the benchmark kept in flight; null = unknown or unplaced"),
+    Column("input_len", _F, "prompt tokens per request (benchmark, else Prefill lines)"),
+    Column("output_len", _F, "generated tokens per request (benchmark); null = unknown"),
+    Column("input_len_from", _S, "benchmark or prefill lines"),
+    Column("bench_tok_s", _F, "output tok/s the benchmark measured for the phase"),
+    Column("bench_tpot_ms", _F, "median time per output token the benchmark measured, ms"),
+    Column("bench_run", _I, "the benchmark run placed on this phase (its order); null = none"),
+    Column("peak_running", _F, "requests in flight at the phase's peak, from #token"),
+    Column("placement", _F, "peak_running / offered: how well the run fits the phase (≤ 1)"),
+    Column("placed", pl.Boolean(), "a run is placed on the phase and its count fits"),
+)
+PHASES = schema_of(PHASE_COLUMNS)
+
+MIN_PHASE_GAP_S = 2.0
+"""No pause shorter than this separates two phases."""
+
+UNGUIDED_GAP_S = 4.0
+"""Without benchmark runs to match, a pause must be this long to start a phase."""
+
+PREFILL_LOOKBACK_S = 30.0
+"""Prefill lines this long before a phase's first decode line still belong to the phase."""
+
+PLACEMENT_RANGE = (0.5, 1.2)
+"""Peak requests in flight over the run's concurrency that count as this run's phase: a closed
+loop rarely keeps all of them in flight (ramp, refills), and never more."""
+
+
+def prompt_length(prefill: pl.DataFrame, chunked_prefill_size: int | None = None) -> float | None:
+    """Mean prompt tokens per request from Prefill lines of one stage; None without any.
+
+    A pass that fills the chunk budget ends with a request cut in two, whose rest shows up as
+    one more ``#new-seq`` in the next pass; those continuations are not counted as requests.
+    """
+    if not {"new_seq", "new_token"} <= set(prefill.columns):
+        return None
+    df = prefill.filter(pl.col("new_seq").is_not_null() & pl.col("new_token").is_not_null())
+    if not df.height:
+        return None
+    cached = pl.col("cached_token").fill_null(0) if "cached_token" in df.columns else pl.lit(0)
+    tokens = float(df.select((pl.col("new_token") + cached).sum()).item() or 0)
+    seqs = int(df["new_seq"].sum() or 0)
+    if chunked_prefill_size and chunked_prefill_size > 0:
+        full = df.filter(pl.col("new_token") >= chunked_prefill_size)
+        # A full pass whose successor is the phase's last never splits into a next pass.
+        seqs -= min(full.height, max(df.height - 1, 0))
+    return tokens / seqs if seqs > 0 and tokens > 0 else None
+
+
+def decode_phases(
+    batches: pl.DataFrame,
+    bench_runs: pl.DataFrame | None = None,
+    *,
+    gap_s: float | None = None,
+    chunked_prefill_size: int | None = None,
+) -> pl.DataFrame:
+    """Stretches of decoding and the benchmark run placed on each (schema ``PHASES``).
+
+    Parameters
+    ----------
+    batches
+        ``SGLangLog.batches`` of one launch.
+    bench_runs
+        The run's benchmark results (``load_bench(...).runs``), in the order they ran.
+    gap_s
+        A pause between decode lines longer than this starts a new phase. By default a pause
+        starts one when it is at least 4 s and twice the line interval around it (a PP layout
+        with one busy slot logs every few seconds, a full one several times a second); when
+        that finds fewer phases than benchmark runs, the most outstanding pauses are taken.
+    """
+    decode = reference_lines(batches, "decode").sort("ts")
+    prefill = reference_lines(batches, "prefill").sort("ts")
+    if not decode.height:
+        return pl.DataFrame(schema=PHASES)
+    runs = _bench_rows(bench_runs)
+    breaks = _phase_breaks(decode["ts"], gap_s, None)
+    if runs and gap_s is None and sum(breaks) + 1 < len(runs):
+        breaks = _phase_breaks(decode["ts"], None, len(runs))
+    decode = decode.with_columns(_phase=pl.Series(breaks).cum_sum().cast(_I))
+    spans = (
+        decode.group_by("_phase")
+        .agg(
+            start=pl.col("ts").min(),
+            end=pl.col("ts").max(),
+            decode_lines=pl.len(),
+            peak_token=pl.col("token").max(),
+        )
+        .sort("_phase")
+    )
+    rows = []
+    previous_end = None
+    for i, span in enumerate(spans.iter_rows(named=True)):
+        # The burst that starts a phase is prefilled just before its first decode line; older
+        # prefill lines (a warm-up request minutes earlier) say nothing about its prompts.
+        lookback = span["start"] - timedelta(seconds=PREFILL_LOOKBACK_S)
+        window = prefill.filter(pl.col("ts").is_between(lookback, span["end"]))
+        if previous_end is not None:
+            window = window.filter(pl.col("ts") > previous_end)
+        previous_end = span["end"]
+        rows.append(
+            {
+                "phase": i,
+                "start": span["start"],
+                "end": span["end"],
+                "decode_lines": span["decode_lines"],
+                "_peak_token": span["peak_token"],
+                "_prompt": prompt_length(window, chunked_prefill_size),
+            }
+        )
+    placed = _place(rows, runs)
+    out = []
+    for row in rows:
+        b = placed.get(row["phase"], {})
+        isl, isl_from = b.get("input_len"), "benchmark"
+        if isl is None:
+            isl, isl_from = row["_prompt"], "prefill lines"
+        osl = b.get("output_len")
+        peak = _peak_running(row["_peak_token"], isl, osl)
+        offered = b.get("offered")
+        fit = peak / offered if peak is not None and offered else None
+        ok = fit is not None and PLACEMENT_RANGE[0] <= fit <= PLACEMENT_RANGE[1]
+        out.append(
+            {
+                "phase": row["phase"],
+                "start": row["start"],
+                "end": row["end"],
+                "decode_lines": row["decode_lines"],
+                "offered": offered if ok or (offered and fit is None) else None,
+                "input_len": isl,
+                "output_len": osl,
+                "input_len_from": isl_from if isl is not None else None,
+                "bench_tok_s": b.get("output_tok_s") if ok or fit is None else None,
+                "bench_tpot_ms": b.get("tpot_ms") if ok or fit is None else None,
+                "bench_run": b.get("order"),
+                "peak_running": peak,
+                "placement": fit,
+                "placed": bool(b) and (ok or fit is None),
+            }
+        )
+    return pl.DataFrame(out, schema=PHASES, orient="row")
+
+
+def _peak_running(token: Any, isl: float | None, osl: float | None) -> float | None:
+    """Requests in flight at a phase's peak: ``#token`` over prompt plus half the output."""
+    if token is None or not isl or isl <= 0:
+        return None
+    return float(token) / (isl + (osl or isl) / 2)
+
+
+def _bench_rows(runs: pl.DataFrame | None) -> list[dict[str, Any]]:
+    """The benchmark runs in the order they ran, with what a phase needs of each."""
+    if runs is None or not runs.height:
+        return []
+    order = [c for c in ("ts", "entry", "run") if c in runs.columns]
+    runs = runs.sort(order, nulls_last=True) if order else runs
+    concurrency = "max_concurrency" if "max_concurrency" in runs.columns else "concurrency"
+    return [
+        {
+            "order": i,
+            "offered": _whole(r.get(concurrency) or r.get("concurrency")),
+            "input_len": r.get("input_len"),
+            "output_len": r.get("output_len"),
+            "output_tok_s": r.get("output_tok_s"),
+            "tpot_ms": r.get("tpot_median_ms") or r.get("tpot_mean_ms"),
+        }
+        for i, r in enumerate(runs.iter_rows(named=True))
+    ]
+
+
+def _place(phases: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[int, dict]:
+    """Runs matched to phases in order, by the alignment whose counts fit best.
+
+    Each pairing costs ``|log(peak running / offered)|`` (more running than offered costs
+    double: a run cannot have more in flight than it offered); a phase or run left unmatched
+    costs a fixed ``SKIP``. Without any count to compare, runs go to phases in order when
+    their numbers agree, and a single concurrency goes to every phase.
+    """
+    if not runs:
+        return {}
+    n, m = len(phases), len(runs)
+    if all(p["_peak_token"] is None for p in phases):
+        if n == m:
+            return {p["phase"]: r for p, r in zip(phases, runs, strict=True)}
+        if len({r["offered"] for r in runs}) == 1:
+            return {p["phase"]: runs[0] for p in phases}
+        return {}
+
+    def cost(p: dict[str, Any], r: dict[str, Any]) -> float:
+        isl = r.get("input_len") or p["_prompt"]
+        peak = _peak_running(p["_peak_token"], isl, r.get("output_len"))
+        if peak is None or not r["offered"] or peak <= 0:
+            return SKIP  # nothing to judge by: as good as leaving it unmatched
+        ratio = peak / r["offered"]
+        return abs(math.log(ratio)) * (2.0 if ratio > 1 else 1.0)
+
+    # best[i][j]: least cost aligning the first i phases with the first j runs
+    best = [[math.inf] * (m + 1) for _ in range(n + 1)]
+    step: dict[tuple[int, int], tuple[int, int]] = {}
+    best[0][0] = 0.0
+    for i in range(n + 1):
+        for j in range(m + 1):
+            here = best[i][j]
+            if here == math.inf:
+                continue
+            for di, dj, extra in ((1, 1, None), (1, 0, SKIP), (0, 1, SKIP)):
+                a, b = i + di, j + dj
+                if a > n or b > m:
+                    continue
+                c = here + (cost(phases[i], runs[j]) if extra is None else extra)
+                if c < best[a][b] - 1e-12:
+                    best[a][b] = c
+                    step[(a, b)] = (i, j)
+    out: dict[int, dict] = {}
+    i, j = n, m
+    while (i, j) != (0, 0):
+        pi, pj = step[(i, j)]
+        if i - pi == 1 and j - pj == 1:
+            out[phases[pi]["phase"]] = runs[pj]
+        i, j = pi, pj
+    return out
+
+
+SKIP = 1.0
+"""Cost of leaving a phase or a run unmatched: as bad as a count off by a factor e."""
+
+
+def _phase_breaks(ts: pl.Series, gap_s: float | None, runs: int | None) -> list[bool]:
+    """For each decode line: does a new phase start there?"""
+    gaps = (ts.diff().dt.total_milliseconds() / 1000.0).alias("gap")
+    if gap_s is not None:
+        return (gaps > gap_s).fill_null(False).to_list()
+    # How outstanding a pause is: over the typical interval just before and just after it.
+    frame = pl.DataFrame(gaps).with_columns(
+        before=pl.col("gap").shift(1).rolling_median(3, min_samples=1),
+        after=pl.col("gap").reverse().shift(1).rolling_median(3, min_samples=1).reverse(),
+    )
+    local = pl.max_horizontal(pl.col("before").fill_null(0.0), pl.col("after").fill_null(0.0))
+    frame = frame.with_columns(
+        score=pl.when(local > 0).then(pl.col("gap") / local).otherwise(float("inf")),
+        index=pl.int_range(pl.len()),
+    )
+    candidates = frame.filter(pl.col("gap") >= MIN_PHASE_GAP_S)
+    if runs is not None and runs > 1 and candidates.height >= runs - 1:
+        chosen = candidates.sort("score", descending=True, maintain_order=True).head(runs - 1)
+    else:
+        # Unguided, a refill of a closed-loop benchmark (all requests finish together, the next
+        # wave prefills) pauses the lines for a second or two: not a new phase.
+        chosen = candidates.filter((pl.col("gap") >= UNGUIDED_GAP_S) & (pl.col("score") >= 2.0))
+    starts = set(chosen["index"].to_list())
+    return [i in starts for i in range(frame.height)]
+
+
+def _whole(x: object) -> int | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float) and math.isfinite(x):
+        return round(x)
+    return None
