@@ -298,7 +298,10 @@ class RunAnalysis:
     def busy_by_phase(self) -> pl.DataFrame | None:
         if self.gpu_samples is None:
             return None
-        return phase_busy(self.gpu_samples, self.roles, self.phases)
+        windows = self.phase_summary.select(
+            "phase", pl.col("steady_start").alias("start"), pl.col("steady_end").alias("end")
+        ).drop_nulls()
+        return phase_busy(self.gpu_samples, self.roles, windows if windows.height else self.phases)
 
     # ------------------------------------------------------------------ intended vs effective
     @property

@@ -30,7 +30,14 @@ from toolkit.analyze.stages import reference_lines
 from toolkit.errors import ToolkitError
 from toolkit.schema import Column, schema_of
 
-__all__ = ["OCCUPANCY", "OCCUPANCY_PHASES", "occupancy_summary", "slot_occupancy"]
+__all__ = [
+    "OCCUPANCY",
+    "OCCUPANCY_PHASES",
+    "STEADY_SHARE",
+    "occupancy_summary",
+    "slot_occupancy",
+    "steady_lines",
+]
 
 _I, _F, _S, _T = pl.Int64(), pl.Float64(), pl.String(), pl.Datetime("ms")
 
@@ -62,7 +69,9 @@ WAVE_DROP = 0.9
 OCCUPANCY_PHASE_COLUMNS: tuple[Column, ...] = (
     Column("phase", _I, "phase"),
     Column("offered", _I, "requests the benchmark kept in flight; null = unknown"),
-    Column("steady_lines", _I, "decode lines at ≥ 80 % of the phase's peak running estimate"),
+    Column("steady_lines", _I, "decode lines in the steady window"),
+    Column("steady_start", _T, "first line of the steady window (≥ 90 % of the peak running)"),
+    Column("steady_end", _T, "last line of the steady window"),
     Column("running_est", _F, "median requests running (from #token)"),
     Column("slot_req", _F, "median logged #running-req (one slot)"),
     Column("slot_req_max", _I, "largest logged #running-req"),
@@ -144,6 +153,35 @@ def slot_occupancy(
     return out.select(OCCUPANCY.names()).cast(dict(OCCUPANCY))
 
 
+STEADY_SHARE = 0.9
+"""Share of a phase's peak concurrency that counts as steady."""
+
+
+def steady_lines(occupancy: pl.DataFrame) -> pl.DataFrame:
+    """The lines of each phase's steady window (see ``occupancy_summary``)."""
+    peak = pl.col("running_est").max().over("phase")
+    flagged = occupancy.sort("ts").with_columns(_high=pl.col("running_est") >= STEADY_SHARE * peak)
+    flagged = flagged.with_columns(
+        _run=(pl.col("_high") != pl.col("_high").shift(1)).fill_null(True).cum_sum().over("phase")
+    )
+    spans = (
+        flagged.filter(pl.col("_high"))
+        .group_by("phase", "_run")
+        .agg(
+            _lines=pl.len(),
+            _span=(pl.col("ts").max() - pl.col("ts").min()).dt.total_milliseconds(),
+        )
+        .sort("phase", "_span", "_lines", descending=[False, True, True])
+        .group_by("phase", maintain_order=True)
+        .first()
+    )
+    window = flagged.join(spans, on=["phase", "_run"], how="inner")
+    short = spans.filter(pl.col("_lines") < 3)["phase"].to_list()
+    loose = occupancy.filter(pl.col("phase").is_in(short) & (pl.col("running_est") >= 0.8 * peak))
+    window = window.filter(~pl.col("phase").is_in(short)).select(occupancy.columns)
+    return pl.concat([window, loose.select(occupancy.columns)]).sort("ts")
+
+
 def occupancy_summary(
     occupancy: pl.DataFrame,
     phases: pl.DataFrame,
@@ -152,21 +190,25 @@ def occupancy_summary(
     """Per phase: the steady occupancy and an admission replay of the offered burst (schema
     ``OCCUPANCY_PHASES``).
 
-    Steady lines are those at ≥ 80 % of the phase's peak running estimate, which leaves out the
-    ramp after the burst and the drain at the end. The replay admits ``offered`` requests (else
+    The steady window is the longest unbroken stretch of lines at ≥ ``STEADY_SHARE`` of the
+    phase's peak running estimate (the ``steady_state_serving`` rule of SGLang's benchmark): it
+    leaves out the ramp after the burst and the drain at the end. A window of fewer than three
+    lines (refills that dip every few lines) falls back to every line at ≥ 80 % of the peak.
+    The replay admits ``offered`` requests (else
     the running estimate) of the phase's lengths into the launch's slots, front-first slot by
     slot: when it fills the same number of slots as the logs imply, the slot estimate is
     confirmed.
     """
     if not occupancy.height:
         return pl.DataFrame(schema=OCCUPANCY_PHASES)
-    peak = pl.col("running_est").max().over("phase")
-    steady = occupancy.filter(pl.col("running_est") >= 0.8 * peak)
+    steady = steady_lines(occupancy)
     agg = (
         steady.group_by("phase")
         .agg(
             offered=pl.col("offered").first(),
             steady_lines=pl.len(),
+            steady_start=pl.col("ts").min(),
+            steady_end=pl.col("ts").max(),
             running_est=pl.col("running_est").median(),
             slot_req=pl.col("running_req").cast(_F).median(),
             slot_req_max=pl.col("running_req").max(),
