@@ -26,7 +26,6 @@ def test_a_log_alone_skips_the_checks_that_need_more(tmp_path: Path) -> None:
     missing = {r["check"]: r["missing"] for r in rows}
     assert missing == {
         "config-not-applied": "launch command",
-        "stage-imbalance": "stage busy",
         "gpu-idle-bubbles": "GPU trace",
         "scaling-collapse": "benchmark results",
         "unexplained-slowdown": "benchmark results",
@@ -45,5 +44,5 @@ def test_diagnose_lists_skipped_checks(tmp_path: Path, capsys: pytest.CaptureFix
     assert {s["check"] for s in doc["skipped"]} >= {"gpu-idle-bubbles", "scaling-collapse"}
     assert main(["diagnose", str(tmp_path)]) == 0
     text = capsys.readouterr().out
-    assert "skipped 5 check(s) for lack of input" in text
+    assert "skipped 4 check(s) for lack of input" in text
     assert "gpu-idle-bubbles: no GPU trace; record `nvidia-smi" in text

@@ -34,8 +34,8 @@ def _has_graph_flag(ctx: RunAnalysis) -> bool:
     return bool(decode.height) and decode["cuda_graph"].null_count() < decode.height
 
 
-def _has_stage_busy(ctx: RunAnalysis) -> bool:
-    return ctx.gpu_samples is not None or bool(ctx.busy.height)
+def _has_stage_times(ctx: RunAnalysis) -> bool:
+    return ctx.gpu_samples is not None or bool(ctx.busy.height) or ctx.model.known
 
 
 INPUTS: dict[str, Input] = {
@@ -73,9 +73,10 @@ INPUTS: dict[str, Input] = {
             "--format=csv -lms 100` (or dcgmi dmon) while the benchmark runs",
         ),
         Input(
-            "stage busy",
-            _has_stage_busy,
-            "a GPU trace, or SGLang ≥ 0.5.16's `fwd occupancy` in the decode lines",
+            "stage times",
+            _has_stage_times,
+            "a GPU trace, SGLang ≥ 0.5.16's `fwd occupancy` in the decode lines, or the model's "
+            "config.json (its layer split)",
         ),
         Input(
             "model architecture",
@@ -100,7 +101,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "running-cap": ("decode lines",),
     "kv-cache-pressure": ("server log",),
     "cuda-graph-miss": ("CUDA-graph flag",),
-    "stage-imbalance": ("stage busy",),
+    "stage-imbalance": ("stage times",),
     "gpu-idle-bubbles": ("GPU trace", "decode lines"),
     "prefill-interference": ("decode lines",),
     "scaling-collapse": ("benchmark results",),

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.model import Workload, layer_partition, predict
+from toolkit.analyze.model import StageClock, Workload, layer_partition, predict
 from toolkit.analyze.stages import desync_share
 from toolkit.diagnose.finding import Finding, severity_of
 from toolkit.diagnose.slots import SLOT_TOLERANCE
@@ -112,7 +112,7 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
     measure = "busy_pct" if busy["busy_pct"].null_count() < busy.height else "fwd_occupancy_pct"
     values = busy.filter(pl.col(measure).is_not_null())
     if values.height < 2:
-        return None
+        return _split_imbalance(ctx, full)
     mean = float(values[measure].mean() or 0.0)
     ranked = values.sort(measure, descending=True)
     top, low = ranked.row(0, named=True), ranked.row(-1, named=True)
@@ -164,6 +164,60 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
         remedy=remedy + "; the first stage also holds the embedding, so measure after moving.",
         impact=impact,
         basis=basis,
+    )
+
+
+def _split_imbalance(ctx: RunAnalysis, full: list[dict[str, Any]]) -> Finding | None:
+    """Without a measure of each stage's busy time: the layer split of the run's model (the
+    last stage also holds the lm_head) says how much longer the slowest stage's step is.
+    It costs only when the pipeline was full."""
+    if ctx.params is None or not full:
+        return None
+    r = full[0]
+    b = max(round(r["slot_req"] or 1), 1)
+    try:
+        clock = StageClock(ctx.layout, ctx.params)
+    except ToolkitError:
+        return None
+    times = [clock.decode(k, b) for k in range(ctx.pp)]
+    mean, top = sum(times) / len(times), max(times)
+    if top <= 0 or top / mean < IMBALANCE:
+        return None
+    impact = 1 - mean / top
+    slowest = times.index(top)
+    counts = [s.layers for s in clock.stages]
+    partition = _rebalanced(ctx, slowest, times.index(min(times)))
+    text = ",".join(map(str, partition)) if partition else None
+    evidence = pl.DataFrame(
+        {
+            "pp": list(range(ctx.pp)),
+            "layers": counts,
+            "lm_head": [k == ctx.pp - 1 for k in range(ctx.pp)],
+            "step_ms": [round(x * 1e3, 2) for x in times],
+        }
+    )
+    # Modelled from the layer split only: a lead to measure, never proof enough for high.
+    severity = "medium" if severity_of(impact) == "high" else severity_of(impact)
+    return Finding(
+        id="stage-imbalance",
+        severity=severity,
+        title=f"Stage {slowest} holds the slowest step ({top / mean:.2f}× the mean stage)",
+        summary=(
+            f"No trace measures each stage's busy time, but the layer split of "
+            f"{ctx.model.describe()} over {ctx.pp} stages ({','.join(map(str, counts))}, the "
+            f"last with the lm_head) makes stage {slowest}'s step {top / mean:.2f}× the mean. "
+            f"With the pipeline full the slowest stage sets the round: the others wait "
+            f"{impact:.0%} of it (assuming SGLang ≥ 0.5.6's split, which gives one extra layer "
+            "to each of the last stages; older releases give the whole remainder to the last)."
+        ),
+        evidence=evidence,
+        remedy=(
+            f"SGLANG_PP_LAYER_PARTITION={text} (fewer layers on stage {slowest})"
+            if text
+            else "SGLANG_PP_LAYER_PARTITION with fewer layers on the slowest stage"
+        ),
+        impact=impact,
+        basis="modelled",
     )
 
 
