@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit._version import __version__
+from toolkit.load.inputs import check_input
 from toolkit.report.redact import escape
 
 __all__ = ["file_sha256", "input_files", "provenance", "provenance_html"]
@@ -38,12 +39,12 @@ def input_files(run_dirs: Iterable[str | Path]) -> list[Path]:
     for run in run_dirs:
         root = Path(run)
         if root.is_file():
-            files.append(root)
+            files.append(check_input(root))
             continue
         for path in sorted(root.rglob("*")):
             hidden = any(part.startswith(".") for part in path.relative_to(root).parts)
             if path.is_file() and not hidden:
-                files.append(path)
+                files.append(check_input(path))
     return files
 
 

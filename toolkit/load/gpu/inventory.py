@@ -18,6 +18,7 @@ from toolkit.load.gpu.cells import UNSUPPORTED
 from toolkit.load.gpu.fields import column_name
 from toolkit.load.gpu.format import COMPANION, Format, Options, Peek
 from toolkit.load.gpu.smi import is_header
+from toolkit.load.inputs import check_input
 from toolkit.schema.gpu import APPS, GPU_LIST
 
 LIST_FORMAT = "nvidia-smi-list"
@@ -56,7 +57,7 @@ def load_gpu_list(path: str | Path) -> pl.DataFrame:
     ParseError
         At a line that is neither a GPU nor a MIG device line.
     """
-    path = Path(path)
+    path = check_input(path)
     rows = []
     parent: dict[str, object] | None = None
     for lineno, line in enumerate(lines_io.head_lines(path, n=1_000_000), 1):
@@ -98,7 +99,7 @@ def load_compute_apps(path: str | Path, gpu_list: pl.DataFrame | None = None) ->
     ParseError
         When the file has no header or a row has another number of fields than the header.
     """
-    path = Path(path)
+    path = check_input(path)
     text = lines_io.head_lines(path, n=10_000_000, max_bytes=1 << 30)
     body = [(n, ln) for n, ln in enumerate(text, 1) if ln.strip()]
     if not body or not is_apps_header(body[0][1]):
