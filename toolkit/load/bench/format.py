@@ -8,7 +8,6 @@ resolved); the files here are read whole, ``.gz`` decompressed first.
 
 from __future__ import annotations
 
-import json
 import mmap
 import shutil
 import zlib
@@ -19,9 +18,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from toolkit.errors import ParseError
 from toolkit.load import registry
 from toolkit.load import text as lines_io
-from toolkit.load.bench.common import Parsed
+from toolkit.load.bench.common import Parsed, parse_json
 
 FILE = "file"
 """Kind of the formats whose whole file is a result (JSON, JSONL, CSV exports)."""
@@ -76,13 +76,13 @@ class Peek:
         if not self.first.startswith(("{", "[")):
             return NOT_JSON
         try:
-            return json.loads(self.first)
-        except json.JSONDecodeError:
+            return parse_json(self.first, self.path, 1)
+        except ParseError:
             pass
         if self.path.stat().st_size <= MAX_JSON_BYTES:
             try:
-                return json.loads(file_text(self.path))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                return parse_json(file_text(self.path), self.path)
+            except ParseError:
                 pass
         return NOT_JSON
 
