@@ -40,7 +40,14 @@ from toolkit.report.context import (
 )
 from toolkit.report.offline import bundle_html, external_refs
 from toolkit.report.provenance import input_files, provenance
-from toolkit.report.redact import redact_text, scrub, secrets_in_args, secrets_in_command
+from toolkit.report.redact import (
+    redact_html,
+    redact_text,
+    scrub,
+    secrets_in_args,
+    secrets_in_command,
+    walk_strings,
+)
 from toolkit.report.sections import STYLE, resolve_run_dir, setup
 from toolkit.schema.jsonable import to_json
 
@@ -245,18 +252,20 @@ def _secrets(run_dirs: Sequence[Path]) -> set[str]:
     return found
 
 
-def _walk_text(value: Any, fix: Any) -> Any:
-    if isinstance(value, str):
-        return fix(value)
-    if isinstance(value, list):
-        return [_walk_text(v, fix) for v in value]
-    if isinstance(value, dict):
-        return {k: _walk_text(v, fix) for k, v in value.items()}
-    return value
-
-
 def _clean_notebook(nb: Any, secrets: set[str], redact: bool) -> dict[str, Any]:
-    """Take the sidecar records out of the outputs; redact what the notebook shows."""
+    """Take the sidecar records out of the outputs; redact what the notebook shows.
+
+    Every string of every output goes through the scanner (HTML outputs between their tags),
+    whatever the section did before: the executed notebook, its HTML and the sidecar all
+    come from here.
+    """
+
+    def text(s: str) -> str:
+        return redact_text(s, secrets)
+
+    def markup(s: str) -> str:
+        return redact_html(s, secrets)
+
     records: dict[str, Any] = {}
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -271,19 +280,24 @@ def _clean_notebook(nb: Any, secrets: set[str], redact: bool) -> dict[str, Any]:
         cell.outputs = kept
         if not redact:
             continue
-        cell.source = redact_text(cell.source, secrets)
+        cell.source = text(cell.source)
         for out in cell.outputs:
             if out.get("output_type") == "stream":
-                out["text"] = redact_text(out["text"], secrets)
+                out["text"] = text(out["text"])
             elif out.get("output_type") == "error":
-                out["evalue"] = redact_text(out["evalue"], secrets)
-                out["traceback"] = [redact_text(t, secrets) for t in out["traceback"]]
+                out["evalue"] = text(out["evalue"])
+                out["traceback"] = [text(t) for t in out["traceback"]]
             elif "data" in out:
-                out["data"] = _walk_text(out["data"], lambda s: scrub(s, secrets))
+                out["data"] = {
+                    mime: walk_strings(value, markup if mime == "text/html" else text)
+                    for mime, value in out["data"].items()
+                }
     papermill_meta = nb.metadata.get("papermill", {})
     for key in ("input_path", "output_path"):
         papermill_meta.pop(key, None)  # temp and machine paths mean nothing to a reader
-    return _walk_text(records, lambda s: scrub(s, secrets)) if redact else records
+    if redact and "parameters" in papermill_meta:
+        papermill_meta["parameters"] = walk_strings(papermill_meta["parameters"], text)
+    return walk_strings(records, text) if redact else records
 
 
 _PAPERMILL_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
@@ -435,6 +449,8 @@ def render(
         "gap": records.pop("gap", None),
         "views": records,
     }
+    if redact:
+        data = walk_strings(data, lambda s: redact_text(s, secrets))
     text = to_json(data)
     sidecar.write_text(scrub(text, secrets) if redact else text, encoding="utf-8")
     seconds = time.perf_counter() - started
