@@ -43,7 +43,7 @@ def _gpus(runs: RunSet, run: Run) -> int | None:
 def header(runs: RunSet) -> View:
     """Which runs, on what hardware and interconnect, which SGLang; a banner for synthetic data."""
     rows = []
-    for run, label, given in zip(runs, runs.labels, runs.paths, strict=True):
+    for run, label, given in zip(runs, runs.labels, runs.shown_paths, strict=True):
         topo = runs.topology(run)
         interconnect = run.config.interconnect or (topo.interconnect if topo else None)
         span = None
