@@ -158,8 +158,8 @@ def _key_line(lines: list[str], key: str, table: str | None = None) -> int | Non
     table, a dotted ``table.key =``, or a ``[key]`` table header.
     """
     name = r"(?:{0}|\"{0}\"|'{0}')".format(re.escape(key))
-    assign = re.compile(rf"^\s*{name}\s*=")
-    header = re.compile(rf"^\s*\[\s*{name}\s*\]")
+    assign = re.compile(rf"^\s*{name}\s*[=.]")  # "key =", or "key.sub =" (a dotted key)
+    header = re.compile(rf"^\s*\[\[?\s*{name}\s*[\].]")  # "[key]", "[key.sub]", "[[key]]"
     dotted = (
         re.compile(r"^\s*(?:{0}|\"{0}\"|'{0}')\s*\.\s*{1}\s*=".format(re.escape(table), name))
         if table
@@ -167,8 +167,8 @@ def _key_line(lines: list[str], key: str, table: str | None = None) -> int | Non
     )
     current: str | None = None
     for lineno, line in enumerate(lines, 1):
-        m = re.match(r"^\s*\[\s*([^\]]*?)\s*\]", line)
-        if m and not line.lstrip().startswith("[["):
+        m = re.match(r"^\s*\[\[?\s*([^\]]*?)\s*\]", line)
+        if m:
             current = m.group(1).strip("\"'")
             if table is None and header.match(line):
                 return lineno
