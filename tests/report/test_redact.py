@@ -243,3 +243,34 @@ def test_redact_html_leaves_scripts_working() -> None:
     out = redact_html(markup)
     assert "abc123" not in out and "t0k3n99" not in out
     assert "tries++<200" in out and "<p>a &lt; b, token=[redacted]</p>" in out
+
+
+MORE_SECRETS = [
+    ("headers=[('Authorization', 'Token tuple-tok-123'), ('x', 'y')]", ["tuple-tok-123"]),
+    ('("x-api-key", "tuple-key-456")', ["tuple-key-456"]),
+    (
+        "key file: -----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAA\n-----END RSA PRIVATE KEY-----",
+        ["MIIEow", "IBAA"],
+    ),
+    ("maps key AIzaSyA1234567890abcdefghijklmnopqrstuv", ["AIzaSyA1234567890"]),
+    ("GET /v1/models?api_key=query-secret-1&limit=5", ["query-secret-1"]),
+    ("https://oauth2:glpat-abcdef123456@gitlab.example.com/repo.git", ["glpat-abcdef123456"]),
+    ("amqp://guest:guest-pw-2@localhost:5672//", ["guest-pw-2"]),
+    ("http://u:ipv6-pw-3@[::1]:8080/x", ["ipv6-pw-3"]),
+    ("PASSWORD=UPPER-CASE-9", ["UPPER-CASE-9"]),
+    ("refresh_token: rt-0a1b2c", ["rt-0a1b2c"]),
+]
+
+
+@pytest.mark.parametrize(("line", "secrets"), MORE_SECRETS)
+def test_more_secret_shapes(line: str, secrets: list[str]) -> None:
+    out = redact_text(line)
+    assert all(s not in out for s in secrets), out
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["missing authorization, retrying in 5s", "cookie, session and cache were cleared"],
+)
+def test_header_words_in_prose_survive(line: str) -> None:
+    assert redact_text(line) == line

@@ -163,9 +163,10 @@ _KEY = re.compile(
 # ``--api-key VALUE``: a flag takes the next word as its value.
 _FLAG = re.compile(r"(?<![\w\-])(?P<key>--[A-Za-z][A-Za-z0-9_\-]{0,63})(?P<kq>)(?P<sep>[ \t]{1,3})")
 # Headers whose whole value is a credential, to the end of the line or the closing quote.
+# A quoted name may also be followed by a comma: ``("Authorization", "Token …")``.
 _HEADER = re.compile(
     r"""(?i)(?<![\w\-])(?P<name>proxy-authorization|authorization|set-cookie|cookie|"""
-    r"""x-api-key|api-key|x-auth-token)(?P<kq>\\?["']?)(?P<sep>[ \t]{0,3}[:=][ \t]{0,3})"""
+    r"""x-api-key|api-key|x-auth-token)(?P<kq>\\?["']?)(?P<sep>[ \t]{0,3}[:=,][ \t]{0,3})"""
 )
 _SCHEME = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]{0,30}://")
 _URL_REST = re.compile(r"""[^\s"'<>\\`]{1,1024}""")
@@ -183,7 +184,13 @@ _SHAPES = re.compile(
     r"|github_pat_[A-Za-z0-9_]{40,255}"
     r"|xox[abprs]-[A-Za-z0-9\-]{10,255}"
     r"|AKIA[0-9A-Z]{16}"
+    r"|AIza[0-9A-Za-z_\-]{35}"
     r"|eyJ[A-Za-z0-9_\-]{8,2048}\.[A-Za-z0-9_\-]{8,4096}\.[A-Za-z0-9_\-]{8,2048})"
+)
+# A PEM private key: the block up to its END line (or as far as it goes).
+_PEM = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]{1,20} ){0,3}PRIVATE KEY-----[^-]{0,16384}"
+    r"(?:-----END (?:[A-Z0-9]{1,20} ){0,3}PRIVATE KEY-----)?"
 )
 _NEAR_WORD = re.compile(
     r"(?i)\b(?:api[ _-]?key|token|secret|password|passwd|passphrase|credential)s?\b"
@@ -215,6 +222,7 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
         if m.group("kind").lower() == "bearer" or value.endswith("=") or _looks_random(value):
             spans.append(m.span("value"))  # "basic functionality" is prose
     spans += [m.span() for m in _SHAPES.finditer(text)]
+    spans += [m.span() for m in _PEM.finditer(text)]
     spans += [m.span("value") for m in _NEAR_WORD.finditer(text) if _looks_random(m.group("value"))]
     return _replace(text, spans)
 
@@ -308,6 +316,8 @@ def _is_secret_text(value: str, key: str) -> bool:
 
 def _header_spans(text: str, spans: list[tuple[int, int]]) -> None:
     for m in _HEADER.finditer(text):
+        if "," in m.group("sep") and not m.group("kq"):
+            continue  # "missing authorization, retrying" is prose
         at = m.end()
         if text.startswith(("\\'", '\\"', "'", '"'), at):
             found = _value_span(text, at)
