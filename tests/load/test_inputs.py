@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from toolkit.errors import ToolkitError, UnknownFormat
 from toolkit.load.inputs import check_input, head_lines, split_lines
+from toolkit.load.text import scan_lines
 
 
 def deny_reading(monkeypatch: pytest.MonkeyPatch, victim: Path) -> None:
@@ -89,3 +90,16 @@ def test_head_lines_counts_like_the_file(tmp_path: Path) -> None:
     path = tmp_path / "t.txt"
     path.write_bytes(b"one\x0btwo\r\nthree\x1cfour\rfive\n\xe2\x80\xa8\nlast")
     assert head_lines(path) == ["one\x0btwo", "three\x1cfour\rfive", "\u2028", "last"]
+
+
+@pytest.mark.parametrize(
+    "data", [b"x\x01\x00\x00", b"x^2 grew\nnext\n", b"x\x9cabc\n", b"\x28\xb5\x2f\xfdabc\n"]
+)
+def test_text_that_starts_like_a_compressed_stream(tmp_path: Path, data: bytes) -> None:
+    """polars inflates files with a zlib or zstd header itself; their lines must stay."""
+    path = tmp_path / "server.log"
+    path.write_bytes(data)
+    lines = scan_lines(path, tmp_path).collect()
+    assert lines.get_column("lineno").to_list() == list(
+        range(1, data.count(b"\n") + 1 + (not data.endswith(b"\n")))
+    )

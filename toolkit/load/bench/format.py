@@ -8,6 +8,7 @@ resolved); the files here are read whole, ``.gz`` decompressed first.
 
 from __future__ import annotations
 
+import json
 import mmap
 import shutil
 import zlib
@@ -18,10 +19,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import ParseError
 from toolkit.load import registry
 from toolkit.load import text as lines_io
-from toolkit.load.bench.common import Parsed, parse_json
+from toolkit.load.bench.common import Parsed
 
 FILE = "file"
 """Kind of the formats whose whole file is a result (JSON, JSONL, CSV exports)."""
@@ -75,14 +75,16 @@ class Peek:
         """
         if not self.first.startswith(("{", "[")):
             return NOT_JSON
+        # Plain ``json`` here: a file too deep or with too large an integer is still recognized,
+        # and its reader says what is wrong with it (``parse_json``).
         try:
-            return parse_json(self.first, self.path, 1)
-        except ParseError:
+            return json.loads(self.first)
+        except (ValueError, RecursionError):
             pass
         if self.path.stat().st_size <= MAX_JSON_BYTES:
             try:
-                return parse_json(file_text(self.path), self.path)
-            except ParseError:
+                return json.loads(file_text(self.path))
+            except (ValueError, RecursionError):
                 pass
         return NOT_JSON
 

@@ -176,7 +176,14 @@ def load_smi_csv(
         sample_rows = [after[n] for n in sorted(after)]
     samples = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
     skipped = pl.DataFrame(rows, schema=SKIPPED, orient="row").sort("lineno")
-    notes = () if samples.height else ("no samples: the file holds only a header",)
+    only_headers = set(skipped.get_column("reason")) <= {"header", "blank line", "repeated header"}
+    notes: tuple[str, ...] = ()
+    if not samples.height:
+        notes = (
+            "no samples: the file holds only a header"
+            if only_headers
+            else "no samples: every row was skipped (see the problems)",
+        )
     return Part(source, FORMAT, lines, samples, skipped, pl.concat(missing), notes)
 
 
