@@ -24,7 +24,7 @@ CORPUS = seeds(TEST_DATA / "bench", TEST_DATA / "gpu") + seeds(
 NAMES = ("server.log", "gpu.csv", "bench.jsonl", "run.toml", "result.json", "trace.txt")
 COMMANDS = ("parse", "scaling", "diagnose", "model", "diff", "timeline")
 FLAGS = ("--json", "--strict", "--no-cache", "-q", "--what-if", "pp_max_micro_batch_size=4",
-         "--what-if", "nonsense", "-o", "--bogus", "-h", "")  # fmt: skip
+         "--what-if", "nonsense", "-o", "--bogus", "-h", "-")  # fmt: skip
 
 
 def invoke(argv: list[str]) -> tuple[int, str]:
@@ -58,6 +58,13 @@ def test_commands_on_mutated_run_directories(
     tmp_path_factory: pytest.TempPathFactory, files: dict[str, bytes], command: str, extra: bool
 ) -> None:
     tmp = tmp_path_factory.mktemp("cli")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp)
+        _run_command(tmp, files, command, extra)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_command(tmp: Path, files: dict[str, bytes], command: str, extra: bool) -> None:
     run = tmp / "run"
     run.mkdir()
     for name, data in files.items():
@@ -74,7 +81,6 @@ def test_commands_on_mutated_run_directories(
     if extra:
         argv.append("--json" if command in ("parse", "scaling", "diagnose", "model") else "-q")
     _check(*invoke(argv))
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @budget(25)
@@ -85,7 +91,10 @@ def test_commands_on_mutated_run_directories(
         max_size=5,
     ),
 )
-def test_argument_lists(tmp_path: Path, command: str, words: list[str]) -> None:
+def test_argument_lists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, words: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a relative path ("-", "x") must not reach the checkout
     run_dir = tmp_path / "run"
     if not run_dir.exists():
         run_dir.mkdir()
