@@ -296,7 +296,11 @@ def _clean_notebook(
                 out["traceback"] = [text(t) for t in out["traceback"]]
             elif "data" in out:
                 out["data"] = {
-                    mime: walk_strings(value, markup if mime == "text/html" else text)
+                    mime: value
+                    if mime.startswith("image/") and "svg" not in mime  # base64 pixels
+                    else walk_strings(
+                        value, markup if mime in ("text/html", "image/svg+xml") else text
+                    )
                     for mime, value in out["data"].items()
                 }
     papermill_meta = nb.metadata.get("papermill", {})
