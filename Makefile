@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lab lint clean
+.PHONY: demo test fuzz bench lab lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The fuzz families (log, GPU, bench, run.toml, CLI) with the long search budget; `make test`
+# runs them on a few examples each. FUZZ_EXAMPLES=N sets the examples per test.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(if $(FUZZ_EXAMPLES),PPSCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES)) \
+		$(BIN)/python -m pytest tests/fuzz -m fuzz
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

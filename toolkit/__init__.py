@@ -39,7 +39,7 @@ from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
 from toolkit.analyze.stages import stage_busy, stage_cadence, stage_desync, stage_timeline
 from toolkit.diagnose import Finding, diagnose
-from toolkit.errors import ParseError, ToolkitError, UnknownFormat
+from toolkit.errors import ConfigError, ParseError, ToolkitError, UnknownFormat
 from toolkit.export import chrome_trace, write_chrome_trace
 from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu.trace import (
@@ -59,6 +59,7 @@ __all__ = [
     "INCIDENT",
     "KIMI_K2",
     "BenchResults",
+    "ConfigError",
     "Finding",
     "GpuTrace",
     "Launch",

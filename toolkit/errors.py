@@ -39,6 +39,11 @@ class ParseError(ToolkitError):
         super().__init__(text)
 
 
+class ConfigError(ParseError):
+    """A ``run.toml`` that cannot be used: invalid TOML, an unknown key, a value of the wrong
+    type or out of range; ``path:line: reason`` like ``ParseError`` (the line of the key)."""
+
+
 def shorten(text: str, width: int = 160) -> str:
     """One line of at most ``width`` characters, for error messages."""
     text = text.replace("\r", "\\r").replace("\n", "\\n")

@@ -3,8 +3,9 @@
 ``make_runs(root)`` writes
 
 - ``tp8/``: the TP8 server log of ``tests/data/bench/runs/tp8`` grown to a few minutes of decode
-  lines, with ``api_key='sk-…'`` in its ServerArgs and a warning that contains ``<script>``,
-  plus its benchmark results;
+  lines, with ``api_key='sk-…'`` in its ServerArgs, a warning that contains ``<script>`` and
+  warnings and errors that hold secrets in free text (``FREE_TEXT``), plus its benchmark
+  results;
 - ``pp8/``: the v0.5.23 PP8 log of ``tests/data/sglang``, the PP8 benchmark results, a
   ``run.toml`` (synthetic, with a ``--api-key`` in its launch command) and a one-second
   nvidia-smi trace of 8 GPUs over the log's span.
@@ -23,6 +24,15 @@ DATA = TEST_DATA
 API_KEY = "sk-ppscope-test-0123456789abcdef"
 CMD_KEY = "cmdline-secret-4f9a2b"
 SCRIPT = "<script>alert('ppscope')</script>"
+FREE_TEXT = {
+    "ERROR: password=free-text-pw-1111": "free-text-pw-1111",
+    "WARNING: retrying with api_key=free-text-key-2222": "free-text-key-2222",
+    "WARNING: upstream said x-api-key: free-text-hdr-3333": "free-text-hdr-3333",
+    "ERROR: cannot reach redis://:free-text-url-4444@cache:6379/0": "free-text-url-4444",
+    "WARNING: Authorization: Token free-text-tok-5555": "free-text-tok-5555",
+    "ERROR: Cookie: session=free-text-cookie-6666; theme=dark": "free-text-cookie-6666",
+}
+"""Log lines (after the prefix) and the secret each holds, which no report output may show."""
 INCIDENT = SAMPLE
 
 
@@ -40,6 +50,8 @@ def _tp8_log() -> str:
         )
         if i == 45:
             lines.append(f"[{ts:%Y-%m-%d %H:%M:%S}] WARNING: rejected request body {SCRIPT}")
+        if i == 50:
+            lines += [f"[{ts:%Y-%m-%d %H:%M:%S}] {line}" for line in FREE_TEXT]
     return "\n".join(lines) + "\n"
 
 

@@ -1,12 +1,14 @@
-"""``run.toml``: every key optional, unknown keys and wrong types are errors naming them."""
+"""``run.toml``: every key optional; unknown keys, wrong types and values out of range are
+``ConfigError`` naming the key and its line."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from toolkit import ParseError
+from toolkit import ConfigError, ParseError, ToolkitError
 from toolkit.load.run_config import RunConfig, read_run_config
 
 
@@ -36,7 +38,7 @@ def test_all_keys(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ('lable = "PP8"\n', "unknown key 'lable'"),
-        ("synthetic = 1\n", "wrong type"),
+        ("synthetic = 1\n", "must be true or false"),
         ('interconnect = "infiniband"\n', "pcie or nvlink"),
         ('[gpu_trace]\nfeilds = "x"\n', "gpu_trace.feilds"),
         ('label = "unclosed\n', "invalid toml"),
@@ -47,3 +49,69 @@ def test_bad_files_name_the_problem(tmp_path: Path, text: str, message: str) -> 
     with pytest.raises(ParseError, match=message) as e:
         read_run_config(tmp_path)
     assert "run.toml" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "lineno", "message"),
+    [
+        ('label = "PP8"\n\nlable = "x"\n', 3, "unknown key 'lable'"),
+        ('label = "PP8"\nsynthetic = 1\n', 2, "must be true or false, not an integer"),
+        ('notes = "a"\n[gpu_trace]\nfeilds = "x"\n', 3, "gpu_trace.feilds"),
+        ("[gpu_trace]\nfields = 3\n", 2, "must be a string"),
+        ("gpu_trace.fields = 3\n", 1, "must be a string"),
+        ('label = "x"\n[extra]\nk = 1\n', 2, "unknown key 'extra'"),
+        ('\n"hardware" = 8\n', 2, "'hardware' must be a string"),
+        ('label = "a"\ninterconnect = "ib"\n', 2, "pcie or nvlink"),
+        ('label = "a"\nlabel = "b"\n', 2, "invalid toml"),
+        ('[gpu_trace]\nfields = "timestamp,,index"\n', 2, "empty field name"),
+    ],
+)
+def test_errors_carry_the_line_of_the_key(
+    tmp_path: Path, text: str, lineno: int, message: str
+) -> None:
+    (tmp_path / "run.toml").write_text(text)
+    with pytest.raises(ConfigError, match=message) as e:
+        read_run_config(tmp_path)
+    assert e.value.lineno == lineno
+    assert str(e.value).startswith(f"{tmp_path / 'run.toml'}:{lineno}: ")
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["inf", "-inf", "nan", "+nan", "1e300", "864001", "-1e7", "99999999999999999999999"],
+)
+def test_clock_offset_must_be_finite_and_bounded(tmp_path: Path, value: str) -> None:
+    (tmp_path / "run.toml").write_text(f'label = "x"\nclock_offset_s = {value}\n')
+    with pytest.raises(ConfigError, match="finite number of seconds") as e:
+        read_run_config(tmp_path)
+    assert e.value.lineno == 2
+
+
+def test_clock_offset_within_ten_days(tmp_path: Path) -> None:
+    (tmp_path / "run.toml").write_text("clock_offset_s = -864000\n")
+    assert read_run_config(tmp_path).clock_offset_s == -864000.0
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"a = " + b"[" * 5000 + b"]" * 5000 + b"\n",
+        b"clock_offset_s = " + b"9" * 5000 + b"\n",
+        b'label = "\xff\xfe"\n',
+        b"label = 'x'\x00\n",
+    ],
+)
+def test_hostile_files_are_config_errors(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "run.toml").write_bytes(content)
+    with pytest.raises(ConfigError):
+        read_run_config(tmp_path)
+
+
+def test_a_pipe_named_run_toml_is_rejected(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "run.toml")
+    with pytest.raises(ToolkitError, match="named pipe"):
+        read_run_config(tmp_path)
+
+
+def test_config_error_is_a_parse_error() -> None:
+    assert issubclass(ConfigError, ParseError) and issubclass(ConfigError, ToolkitError)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import nbformat
 import papermill
 import pytest
 from helpers import REPO
-from helpers.report_runs import API_KEY, CMD_KEY, INCIDENT, SCRIPT, make_runs
+from helpers.report_runs import API_KEY, CMD_KEY, FREE_TEXT, INCIDENT, SCRIPT, make_runs
 
 from toolkit.cli.main import main
 from toolkit.report.offline import external_refs
@@ -140,6 +141,57 @@ def test_api_key_appears_nowhere(postmortem: Path) -> None:
         assert CMD_KEY not in text
         assert "sk-ppscope" not in text
     assert "[redacted]" in html
+
+
+def test_free_text_secrets_appear_nowhere(postmortem: Path) -> None:
+    html = postmortem.read_text()
+    sidecar = postmortem.with_suffix(".json").read_text()
+    assert "retrying with api_key=" in html, "the log lines are shown, their secrets are not"
+    for secret in FREE_TEXT.values():
+        assert secret not in html and secret not in sidecar
+
+
+def test_kept_notebook_is_redacted(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('runs: str = ""  # nothing')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [
+        params,
+        nbformat.v4.new_code_cell(
+            "from IPython.display import HTML, display\n"
+            "print('ERROR: password=kept-pw-7777')\n"
+            "display(HTML('<p>Authorization: Bearer kept-bearer-8888</p>'))"
+        ),
+        nbformat.v4.new_code_cell("raise ValueError('retrying with api_key=kept-key-9999')"),
+    ]
+    path = tmp_path / "leaky.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(CellError) as err:
+        render(path, {}, tmp_path / "leaky.html")
+    kept = err.value.partial.read_text()
+    for secret in ("kept-pw-7777", "kept-bearer-8888", "kept-key-9999"):
+        assert secret not in kept and secret not in str(err.value)
+
+
+def test_shared_report_names_no_local_path(postmortem: Path, runs: list[Path]) -> None:
+    root = runs[0].parent.as_posix()
+    html, sidecar = postmortem.read_text(), postmortem.with_suffix(".json").read_text()
+    assert root not in html and root not in sidecar
+    data = json.loads(sidecar)
+    assert {f["path"].split("/")[0] for f in data["provenance"]["inputs"]} == {"tp8", "pp8"}
+    assert data["params"]["runs"] == data["provenance"]["parameters"]["runs"] == "tp8,pp8"
+    assert [r["directory"] for r in data["views"]["runs"]] == ["tp8", "pp8"]
+
+
+def test_full_paths_and_directory_names_with_commas(tmp_path: Path, runs: list[Path]) -> None:
+    odd = tmp_path / "pp8,fixed"
+    shutil.copytree(runs[1], odd)
+    out = tmp_path / "full.html"
+    argv = ["report", str(odd), str(runs[0]), "-o", str(out), "-q", "--notebook", "config_diff"]
+    assert main([*argv, "--full-paths"]) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert data["params"]["runs"] == json.dumps([odd.as_posix(), runs[0].as_posix()])
+    assert (odd / "server.log").as_posix() in [f["path"] for f in data["provenance"]["inputs"]]
 
 
 def test_terminal_progress_stays_out_of_the_report(postmortem: Path) -> None:

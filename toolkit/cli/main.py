@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         return fail(e)
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a file that vanished or an output that cannot be written
+        where = f"{e.filename}: " if e.filename else ""
+        return fail(f"{where}{(e.strerror or str(e)).lower()}")
 
 
 if __name__ == "__main__":

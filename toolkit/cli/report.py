@@ -15,6 +15,7 @@ from toolkit.cli.options import add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import fail
 from toolkit.errors import ToolkitError
 from toolkit.load.run import load_run, run_directory
+from toolkit.report.paths import join_runs
 
 NAME = "report"
 HELP = "render an offline HTML postmortem (and its JSON sidecar) from run directories"
@@ -37,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notebook", default="postmortem", help=NOTEBOOKS)
     parser.add_argument("--with-code", action="store_true", help="show the code cells")
     parser.add_argument(
+        "--full-paths", action="store_true",
+        help="show absolute paths (default: relative to the folder that holds the runs)",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-redact", dest="redact", action="store_false",
         help="keep API keys, tokens and passwords in the report",
     )  # fmt: skip
@@ -44,8 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Render the notebook on the run directories (as given: relative paths stay relative in
-    the report's provenance); ``-p runs ...`` is used when no directory is named."""
+    """Render the notebook on the run directories; ``-p runs ...`` is used when no directory
+    is named. The report shows paths relative to the folder that holds the runs unless
+    ``--full-paths``."""
     from toolkit.report.render import CellError, render  # papermill and nbconvert: only here
 
     params = dict(args.param)
@@ -55,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         for path in args.paths:
             if not load_run(path).has_inputs:  # an empty folder must not read as healthy
                 raise ToolkitError(f"{path}: no SGLang log, benchmark result or GPU trace found")
-        params["runs"] = ",".join(run_directory(p).as_posix() for p in args.paths)
+        params["runs"] = join_runs(run_directory(p).as_posix() for p in args.paths)
     out: Path = args.output
     if out.suffix.lower() != ".html":
         raise ToolkitError(f"the report must be an .html file, not {out}")
@@ -67,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
             with_code=args.with_code,
             redact=args.redact,
             progress=not args.quiet,
+            full_paths=args.full_paths,
         )
     except CellError as e:
         fail(e)

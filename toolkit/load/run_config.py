@@ -1,30 +1,42 @@
 """``run.toml``: the optional description a user puts in a run directory.
 
 A run is one server launch plus what was measured against it; every key is optional and an
-unknown key is an error naming it, so a typo never passes silently.
+unknown key is an error naming it, so a typo never passes silently. Every error is a
+``ConfigError`` reading ``path:line: reason``, the line being the key's.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from toolkit.errors import ParseError
+from toolkit.errors import ConfigError
+from toolkit.load.inputs import check_input, split_lines
 
-_KEYS: dict[str, type | tuple[type, ...]] = {
-    "label": str,
-    "model": str,
-    "command": str,
-    "hardware": str,
-    "interconnect": str,
-    "clock_offset_s": (int, float),
-    "synthetic": bool,
-    "notes": str,
-    "gpu_trace": dict,
+_KEYS: dict[str, str] = {
+    "label": "a string",
+    "model": "a string",
+    "command": "a string",
+    "hardware": "a string",
+    "interconnect": "a string",
+    "clock_offset_s": "a number",
+    "synthetic": "true or false",
+    "notes": "a string",
+    "gpu_trace": "a table",
 }
-_GPU_TRACE_KEYS: dict[str, type | tuple[type, ...]] = {"fields": str, "interval_s": (int, float)}
+_GPU_TRACE_KEYS = {"fields": "a string", "interval_s": "a number of seconds"}
+MAX_INTERVAL_S = 3600.0
+"""Longest sampling period accepted for a trace that prints no time."""
 INTERCONNECTS = ("pcie", "nvlink")
+MAX_CLOCK_OFFSET_S = 10 * 86_400.0
+"""Largest clock offset accepted (ten days): beyond, the value is a typo, not a clock skew."""
+MAX_BYTES = 1 << 20
+"""A ``run.toml`` is a few lines; a larger file is no description of a run."""
+_TOML_POSITION = re.compile(r"\(at line (\d+), column \d+\)")
 
 
 @dataclass(frozen=True)
@@ -49,48 +61,140 @@ def read_run_config(directory: str | Path) -> RunConfig:
 
     Raises
     ------
-    ParseError
-        When the file is not valid TOML, has an unknown key, or a value of the wrong type.
+    ConfigError
+        When the file is not valid TOML, has an unknown key, or a value of the wrong type or
+        out of range (``clock_offset_s`` must be finite and within ten days); with the line.
+    ToolkitError
+        When ``run.toml`` is no regular readable file (a pipe, a device, no permission).
     """
     path = Path(directory) / "run.toml"
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return RunConfig()
+    check_input(path)
+    if path.stat().st_size > MAX_BYTES:
+        raise ConfigError(path, None, f"{path.stat().st_size} bytes: too large for a run.toml")
+    raw = path.read_bytes()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ParseError(path, _line_of(e), f"invalid toml: {e}") from e
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        lineno = raw[: e.start].count(b"\n") + 1
+        raise ConfigError(path, lineno, "invalid toml: not utf-8 text") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = _TOML_POSITION.search(str(e))
+        reason = _TOML_POSITION.sub("", str(e)).strip()
+        raise ConfigError(path, int(m.group(1)) if m else None, f"invalid toml: {reason}") from None
+    except RecursionError:
+        raise ConfigError(path, None, "invalid toml: values nested too deep") from None
+    except ValueError as e:  # an integer of thousands of digits
+        raise ConfigError(path, None, f"invalid toml: {e}") from None
+    return _config(path, data, split_lines(text))
+
+
+def _config(path: Path, data: dict[str, Any], lines: list[str]) -> RunConfig:
+    def fail(key: str, reason: str, table: str | None = None) -> ConfigError:
+        return ConfigError(path, _key_line(lines, key, table), reason)
+
     for key, value in data.items():
         if key not in _KEYS:
-            raise ParseError(path, None, f"unknown key {key!r} (known: {', '.join(_KEYS)})")
-        if not isinstance(value, _KEYS[key]) or (key == "clock_offset_s" and value is True):
-            raise ParseError(path, None, f"key {key!r} has the wrong type: {value!r}")
+            known = ", ".join(_KEYS)
+            raise fail(key, f"unknown key {key!r} (known: {known})")
+        if not _has_type(key, value):
+            raise fail(key, f"key {key!r} must be {_KEYS[key]}, not {_shown(value)}")
     trace = data.get("gpu_trace", {})
     for key, value in trace.items():
         if key not in _GPU_TRACE_KEYS:
-            raise ParseError(path, None, f"unknown key 'gpu_trace.{key}'")
-        wanted = _GPU_TRACE_KEYS[key]
-        if not isinstance(value, wanted) or isinstance(value, bool):
-            raise ParseError(path, None, f"key 'gpu_trace.{key}' has the wrong type: {value!r}")
-        if key == "interval_s" and not 0 < value < 3600:
-            raise ParseError(path, None, f"gpu_trace.interval_s must be in (0, 3600) s: {value!r}")
+            known = ", ".join(_GPU_TRACE_KEYS)
+            raise fail(key, f"unknown key 'gpu_trace.{key}' (known: {known})", "gpu_trace")
+        if key == "interval_s":
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or not 0 < value < MAX_INTERVAL_S:
+                raise fail(
+                    key,
+                    f"gpu_trace.interval_s must be a number of seconds in (0, 3600), "
+                    f"not {_shown(value)}",
+                    "gpu_trace",
+                )
+        elif not isinstance(value, str):
+            raise fail(
+                key, f"key 'gpu_trace.{key}' must be a string, not {_shown(value)}", "gpu_trace"
+            )
     interconnect = data.get("interconnect")
     if interconnect is not None and interconnect.lower() not in INTERCONNECTS:
-        raise ParseError(path, None, f"interconnect must be pcie or nvlink, not {interconnect!r}")
+        raise fail("interconnect", f"interconnect must be pcie or nvlink, not {interconnect!r}")
+    offset = data.get("clock_offset_s", 0.0)
+    if not (isinstance(offset, int) or math.isfinite(offset)) or abs(offset) > MAX_CLOCK_OFFSET_S:
+        raise fail(
+            "clock_offset_s",
+            f"clock_offset_s must be a finite number of seconds within ±{MAX_CLOCK_OFFSET_S:.0f}"
+            f" (ten days), not {offset!r}",
+        )
     fields = trace.get("fields")
+    names = tuple(f.strip() for f in fields.split(",")) if fields else None
+    if names is not None and not all(names):
+        raise fail("fields", f"gpu_trace.fields has an empty field name: {fields!r}", "gpu_trace")
     return RunConfig(
         label=data.get("label"),
         model=data.get("model"),
         command=data.get("command"),
         hardware=data.get("hardware"),
         interconnect=interconnect.lower() if interconnect else None,
-        clock_offset_s=float(data.get("clock_offset_s", 0.0)),
+        clock_offset_s=float(offset),
         synthetic=bool(data.get("synthetic", False)),
         notes=data.get("notes"),
-        gpu_trace_fields=tuple(f.strip() for f in fields.split(",")) if fields else None,
+        gpu_trace_fields=names,
         gpu_trace_interval_s=float(trace["interval_s"]) if "interval_s" in trace else None,
         path=path,
     )
 
 
-def _line_of(error: Exception) -> int | None:
-    return getattr(error, "lineno", None)
+def _has_type(key: str, value: Any) -> bool:
+    if key == "clock_offset_s":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if key == "synthetic":
+        return isinstance(value, bool)
+    if key == "gpu_trace":
+        return isinstance(value, dict)
+    return isinstance(value, str)
+
+
+def _shown(value: Any) -> str:
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    name = kind.get(type(value))
+    if name is None:
+        name = "a table" if isinstance(value, dict) else f"a {type(value).__name__}"
+    text = repr(value)
+    return f"{name} ({text if len(text) <= 40 else text[:39] + '…'})"
+
+
+def _key_line(lines: list[str], key: str, table: str | None = None) -> int | None:
+    """The 1-based line where ``key`` is set (in ``[table]`` when given), else None.
+
+    Found in the text because ``tomllib`` keeps no positions: a ``key =`` line in the right
+    table, a dotted ``table.key =``, or a ``[key]`` table header.
+    """
+    name = r"(?:{0}|\"{0}\"|'{0}')".format(re.escape(key))
+    assign = re.compile(rf"^\s*{name}\s*[=.]")  # "key =", or "key.sub =" (a dotted key)
+    header = re.compile(rf"^\s*\[\[?\s*{name}\s*[\].]")  # "[key]", "[key.sub]", "[[key]]"
+    dotted = (
+        re.compile(r"^\s*(?:{0}|\"{0}\"|'{0}')\s*\.\s*{1}\s*=".format(re.escape(table), name))
+        if table
+        else None
+    )
+    current: str | None = None
+    for lineno, line in enumerate(lines, 1):
+        m = re.match(r"^\s*\[\[?\s*([^\]]*?)\s*\]", line)
+        if m:
+            current = m.group(1).strip("\"'")
+            if table is None and header.match(line):
+                return lineno
+            continue
+        if current == table and assign.match(line):
+            return lineno
+        if dotted is not None and current is None and dotted.match(line):
+            return lineno
+    if table is not None:  # an inline table: gpu_trace = {fields = ...}
+        inline = re.compile(rf"\b{re.escape(key)}\s*=")
+        return next((n for n, line in enumerate(lines, 1) if inline.search(line)), None)
+    return None

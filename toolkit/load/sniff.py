@@ -10,6 +10,7 @@ from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench import sniff_bench_format
 from toolkit.load.bench.format import EMBEDDED
 from toolkit.load.gpu import sniff_gpu_format
+from toolkit.load.inputs import check_input
 from toolkit.load.sglang.plan import BRACKET
 from toolkit.load.text import head_lines
 
@@ -27,7 +28,14 @@ _HF_KEYS = ("num_hidden_layers", "hidden_size", "architectures", "model_type")
 
 def sniff(path: Path) -> str | None:
     """The format name of a file (``sglang-log``, a GPU or benchmark format, ``hf-config``),
-    or None."""
+    or None.
+
+    Raises
+    ------
+    ToolkitError
+        When ``path`` is no regular readable file (a pipe, a device, no permission).
+    """
+    check_input(path)
     if is_hf_config(path):
         return HF_CONFIG
     gpu = sniff_gpu_format(path)

@@ -17,6 +17,9 @@ import polars as pl
 # Control bytes that never appear in real logs; the first one absent from a file is used.
 _SEPARATORS = tuple(bytes([b]) for b in (*range(0x1F, 0x0D, -1), 0x0C, 0x0B, *range(8, 0, -1)))
 _CHUNK = 64 << 20
+# Leading bytes that make polars' CSV reader inflate a file itself (gzip, zlib, zstd): such a
+# text would come out empty or raise, so it is split in Python instead.
+_COMPRESSED = (b"\x1f\x8b", b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda", b"\x28\xb5\x2f\xfd")
 
 
 def is_gzip(path: Path) -> bool:
@@ -87,7 +90,9 @@ def scan_lines(path: Path, workdir: Path) -> pl.LazyFrame:
     if path.stat().st_size == 0:
         return pl.LazyFrame(schema={"lineno": pl.Int64, "line": pl.String})
     separator = free_separator(path)
-    if separator is None:  # binary data holds every candidate byte: split lines in Python
+    with path.open("rb") as f:
+        compressed = f.read(4).startswith(_COMPRESSED)
+    if separator is None or compressed:  # binary data, or bytes polars would inflate
         return pl.scan_parquet(_split_in_python(path, workdir))
     return pl.scan_csv(path, **_csv_options(separator)).with_columns(
         pl.col("lineno").cast(pl.Int64)

@@ -9,6 +9,7 @@ parameters:
 - ``PPSCOPE_REDACT=0``: ``--no-redact`` was given.
 - ``PPSCOPE_PROVENANCE=path``: the provenance record ``render`` computed (hashes once).
 - ``PPSCOPE_PROGRESS=1``: show loading progress on the terminal that runs ``render``.
+- ``PPSCOPE_FULL_PATHS=1``: ``--full-paths`` was given: show absolute paths.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from pathlib import Path
 from typing import IO, Any
 
 __all__ = [
+    "ENV_FULL_PATHS",
     "ENV_PROGRESS",
     "ENV_PROVENANCE",
     "ENV_REDACT",
     "ENV_REPORT",
     "RECORD_MIME",
+    "full_paths",
     "in_report",
     "progress_stream",
     "provenance_record",
@@ -35,6 +38,7 @@ ENV_REPORT = "PPSCOPE_REPORT"
 ENV_REDACT = "PPSCOPE_REDACT"
 ENV_PROVENANCE = "PPSCOPE_PROVENANCE"
 ENV_PROGRESS = "PPSCOPE_PROGRESS"
+ENV_FULL_PATHS = "PPSCOPE_FULL_PATHS"
 RECORD_MIME = "application/vnd.ppscope.record+json"
 """Output type of a sidecar record; ``render`` collects these and removes them from the HTML."""
 
@@ -47,6 +51,11 @@ def in_report() -> bool:
 def redacting() -> bool:
     """Secrets are redacted unless ``render`` was asked not to."""
     return os.environ.get(ENV_REDACT, "1") != "0"
+
+
+def full_paths() -> bool:
+    """Paths are shown absolute only when ``render`` was asked to (``--full-paths``)."""
+    return os.environ.get(ENV_FULL_PATHS) == "1"
 
 
 def provenance_record() -> dict[str, Any] | None:

@@ -1,7 +1,9 @@
 """Provenance: what a report was made from, so a reader can check it is the data they think.
 
 ``provenance`` lists the ppscope version, the parameters, every input file with its size and
-sha256, and the render time; ``provenance_html`` shows it as a small table.
+sha256, and the render time; ``provenance_html`` shows it as a small table. Paths are relative
+to the common folder of the run directories (``pp8/server.log``), so a shared report names
+no one's home directory; ``full_paths`` keeps them absolute.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit._version import __version__
+from toolkit.load.inputs import check_input
+from toolkit.report.paths import common_root, join_runs, shown_path
 from toolkit.report.redact import escape
 
 __all__ = ["file_sha256", "input_files", "provenance", "provenance_html"]
@@ -38,12 +42,12 @@ def input_files(run_dirs: Iterable[str | Path]) -> list[Path]:
     for run in run_dirs:
         root = Path(run)
         if root.is_file():
-            files.append(root)
+            files.append(check_input(root))
             continue
         for path in sorted(root.rglob("*")):
             hidden = any(part.startswith(".") for part in path.relative_to(root).parts)
             if path.is_file() and not hidden:
-                files.append(path)
+                files.append(check_input(path))
     return files
 
 
@@ -54,27 +58,34 @@ def provenance(
     notebook: str | None = None,
     rendered_at: datetime | None = None,
     progress: Callable[[int], None] | None = None,
+    full_paths: bool = False,
 ) -> dict[str, Any]:
     """The provenance record of a report (JSON-ready).
 
-    Paths are kept as given (relative paths stay relative, so a committed report names no
-    machine's directories).
+    Input files and the ``runs`` parameter are shown relative to the common folder of the run
+    directories (``full_paths``: absolute), so a shared report names no machine's directories.
     """
     when = rendered_at or datetime.now(UTC)
+    run_dirs = [Path(d) for d in run_dirs]
+    root = None if full_paths else common_root(run_dirs)
     files = [
         {
-            "path": path.as_posix(),
+            "path": shown_path(path, root, full=full_paths),
             "size_bytes": path.stat().st_size,
             "sha256": file_sha256(path, progress),
         }
         for path in input_files(run_dirs)
     ]
+    shown = dict(params)
+    if run_dirs and "runs" in shown:
+        shown["runs"] = join_runs(shown_path(d, root, full=full_paths) for d in run_dirs)
     return {
         "ppscope_version": __version__,
         "python": platform.python_version(),
         "notebook": notebook,
-        "parameters": dict(params),
+        "parameters": shown,
         "inputs": files,
+        "paths": "absolute" if full_paths else "relative to the folder that holds the runs",
         "rendered_at": when.isoformat(timespec="seconds"),
     }
 

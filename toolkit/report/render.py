@@ -32,6 +32,7 @@ from typing import Any
 from toolkit._version import __version__
 from toolkit.errors import ToolkitError
 from toolkit.report.context import (
+    ENV_FULL_PATHS,
     ENV_PROGRESS,
     ENV_PROVENANCE,
     ENV_REDACT,
@@ -39,8 +40,16 @@ from toolkit.report.context import (
     RECORD_MIME,
 )
 from toolkit.report.offline import bundle_html, external_refs
+from toolkit.report.paths import common_root, split_runs, strip_root
 from toolkit.report.provenance import input_files, provenance
-from toolkit.report.redact import redact_text, scrub, secrets_in_args, secrets_in_command
+from toolkit.report.redact import (
+    redact_html,
+    redact_text,
+    scrub,
+    secrets_in_args,
+    secrets_in_command,
+    walk_strings,
+)
 from toolkit.report.sections import STYLE, resolve_run_dir, setup
 from toolkit.schema.jsonable import to_json
 
@@ -169,8 +178,10 @@ def _run_dirs(resolved: Mapping[str, Any]) -> list[Path]:
     runs = resolved.get("runs")
     if not runs:
         return []
-    items = runs.split(",") if isinstance(runs, str) else list(runs)
-    return [resolve_run_dir(str(s).strip()) for s in items if str(s).strip()]
+    try:
+        return [resolve_run_dir(s) for s in split_runs(runs)]
+    except ToolkitError as e:
+        raise ReportError(str(e)) from None
 
 
 @contextlib.contextmanager
@@ -245,18 +256,23 @@ def _secrets(run_dirs: Sequence[Path]) -> set[str]:
     return found
 
 
-def _walk_text(value: Any, fix: Any) -> Any:
-    if isinstance(value, str):
-        return fix(value)
-    if isinstance(value, list):
-        return [_walk_text(v, fix) for v in value]
-    if isinstance(value, dict):
-        return {k: _walk_text(v, fix) for k, v in value.items()}
-    return value
+def _clean_notebook(
+    nb: Any, secrets: set[str], redact: bool, root: Path | None = None
+) -> dict[str, Any]:
+    """Take the sidecar records out of the outputs; redact what the notebook shows and take
+    the runs' absolute ``root`` off every path in it.
 
+    Every string of every output goes through the scanner (HTML outputs between their tags),
+    whatever the section did before: the executed notebook, its HTML and the sidecar all
+    come from here.
+    """
 
-def _clean_notebook(nb: Any, secrets: set[str], redact: bool) -> dict[str, Any]:
-    """Take the sidecar records out of the outputs; redact what the notebook shows."""
+    def text(s: str) -> str:
+        return strip_root(redact_text(s, secrets) if redact else s, root)
+
+    def markup(s: str) -> str:
+        return strip_root(redact_html(s, secrets) if redact else s, root)
+
     records: dict[str, Any] = {}
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -269,21 +285,30 @@ def _clean_notebook(nb: Any, secrets: set[str], redact: bool) -> dict[str, Any]:
                 continue
             kept.append(out)
         cell.outputs = kept
-        if not redact:
+        if not redact and root is None:
             continue
-        cell.source = redact_text(cell.source, secrets)
+        cell.source = text(cell.source)
         for out in cell.outputs:
             if out.get("output_type") == "stream":
-                out["text"] = redact_text(out["text"], secrets)
+                out["text"] = text(out["text"])
             elif out.get("output_type") == "error":
-                out["evalue"] = redact_text(out["evalue"], secrets)
-                out["traceback"] = [redact_text(t, secrets) for t in out["traceback"]]
+                out["evalue"] = text(out["evalue"])
+                out["traceback"] = [text(t) for t in out["traceback"]]
             elif "data" in out:
-                out["data"] = _walk_text(out["data"], lambda s: scrub(s, secrets))
+                out["data"] = {
+                    mime: value
+                    if mime.startswith("image/") and "svg" not in mime  # base64 pixels
+                    else walk_strings(
+                        value, markup if mime in ("text/html", "image/svg+xml") else text
+                    )
+                    for mime, value in out["data"].items()
+                }
     papermill_meta = nb.metadata.get("papermill", {})
     for key in ("input_path", "output_path"):
         papermill_meta.pop(key, None)  # temp and machine paths mean nothing to a reader
-    return _walk_text(records, lambda s: scrub(s, secrets)) if redact else records
+    if "parameters" in papermill_meta:
+        papermill_meta["parameters"] = walk_strings(papermill_meta["parameters"], text)
+    return walk_strings(records, text)
 
 
 _PAPERMILL_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
@@ -329,6 +354,7 @@ def render(
     with_code: bool = False,
     redact: bool = True,
     progress: bool = False,
+    full_paths: bool = False,
 ) -> Report:
     """Execute ``notebook`` with ``params`` and write ``out_html`` and its ``.json`` sidecar.
 
@@ -347,6 +373,9 @@ def render(
         Replace secrets (API keys, tokens, passwords, URL credentials) by ``[redacted]``.
     progress
         Show steps and papermill's cell progress on stderr.
+    full_paths
+        Show absolute paths; by default every path is relative to the folder that holds the
+        run directories, so the report names no one's home directory.
 
     Raises
     ------
@@ -367,6 +396,7 @@ def render(
     declared = notebook_parameters(nb_path)
     given, resolved = _resolve_params(declared, params or {})
     run_dirs = _run_dirs(resolved)
+    root = None if full_paths or not run_dirs else common_root(run_dirs)
     files = input_files(run_dirs)
     bar = _hash_progress(progress, files)
     record = provenance(
@@ -375,6 +405,7 @@ def render(
         notebook=nb_path.name,
         rendered_at=datetime.now(UTC),
         progress=bar.update if bar is not None else None,
+        full_paths=full_paths,
     )
     if bar is not None:
         bar.close()
@@ -388,6 +419,7 @@ def render(
             ENV_REDACT: "1" if redact else "0",
             ENV_PROVENANCE: str(prov_path),
             ENV_PROGRESS: "1" if progress else "0",
+            ENV_FULL_PATHS: "1" if full_paths else "0",
         }
         _say(progress, f"executing {nb_path.name} on {', '.join(map(str, run_dirs)) or '-'}")
         failure: str | None = None
@@ -410,7 +442,7 @@ def render(
             raise ReportError(f"{nb_path.name}: {failure or 'the kernel did not start'}")
         nb = nbformat.read(executed, as_version=4)
     secrets = _secrets(run_dirs) if redact else set()
-    records = _clean_notebook(nb, secrets, redact)
+    records = _clean_notebook(nb, secrets, redact, root)
     if failure is not None:
         partial = out_html.with_suffix(".ipynb")
         nbformat.write(nb, partial)
@@ -418,7 +450,7 @@ def render(
         cell, section = _failed_cell(nb)
         raise CellError(nb_path.name, cell, section, error, partial)
     _say(progress, "exporting HTML")
-    html = _export_html(nb, with_code, out_html.stem)
+    html = strip_root(_export_html(nb, with_code, out_html.stem), root)
     if redact:
         html = scrub(html, secrets)
     refs = external_refs(html)
@@ -429,13 +461,14 @@ def render(
         "ppscope_version": __version__,
         "notebook": nb_path.stem,
         "report": out_html.name,
-        "params": resolved,
+        "params": {**resolved, **record["parameters"]},
         "provenance": record,
         "findings": records.pop("findings", None),
         "skipped": records.pop("skipped", None),
         "gap": records.pop("gap", None),
         "views": records,
     }
+    data = walk_strings(data, lambda s: strip_root(redact_text(s, secrets) if redact else s, root))
     text = to_json(data)
     sidecar.write_text(scrub(text, secrets) if redact else text, encoding="utf-8")
     seconds = time.perf_counter() - started

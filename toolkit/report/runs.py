@@ -13,7 +13,8 @@ from toolkit.diagnose import RunAnalysis
 from toolkit.errors import ToolkitError
 from toolkit.load.gpu.trace import GpuTrace, Topology
 from toolkit.load.run import Run, load_run
-from toolkit.report.context import in_report, progress_stream
+from toolkit.report.context import full_paths, in_report, progress_stream
+from toolkit.report.paths import common_root, shown_path, split_runs
 from toolkit.synth.sample import SAMPLE_PREFIX, sample_root
 
 __all__ = ["RunSet", "load_runs", "resolve_run_dir"]
@@ -78,6 +79,15 @@ class RunSet:
                 return run
         raise ToolkitError(f"no run labelled {label!r} (have: {', '.join(self.labels)})")
 
+    @property
+    def shown_paths(self) -> list[str]:
+        """The run directories as a report shows them: relative to the folder that holds them
+        all (``tp8``, ``pp8``), or absolute under ``--full-paths``."""
+        full = full_paths()
+        dirs = [run.path for run in self.runs]
+        root = None if full else common_root(dirs)
+        return [shown_path(d, root, full=full) for d in dirs]
+
     def label_of(self, run: Run) -> str:
         return self.labels[self.runs.index(run)]
 
@@ -118,14 +128,15 @@ class RunSet:
 
 
 def load_runs(runs: str | Sequence[str | Path], *, progress: bool | None = None) -> RunSet:
-    """Load run directories (a comma-separated string or a list) and parse their inputs now.
+    """Load run directories and parse their inputs now.
+
+    ``runs`` is a list, a comma-separated string, or a JSON list (for names with commas).
 
     Parsing happens here, so later sections are quick, with a progress bar per file: in a
     live notebook under the cell; in a batch render on the terminal of ``ppscope report``
     (never in the report itself). ``progress=False`` silences it.
     """
-    given = [s.strip() for s in runs.split(",")] if isinstance(runs, str) else list(runs)
-    given = [str(g) for g in given if str(g)]
+    given = split_runs(runs)
     if not given:
         raise ToolkitError("no run directories given")
     loaded = [load_run(resolve_run_dir(g)) for g in given]

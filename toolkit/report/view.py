@@ -2,7 +2,9 @@
 
 A view holds HTML strings (escaped when made), altair charts and polars frames (escaped when
 shown) in display order, plus a JSON-ready ``record`` for the report's sidecar. Text from logs
-and configs goes through ``clean`` (secrets out unless ``--no-redact``) and ``escape``.
+and configs goes through ``clean`` (secrets out unless ``--no-redact``) and ``escape``; notes,
+paragraphs, every text cell of a table and every string of the record are cleaned again when
+shown, so a section that forgets cannot leak.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import altair as alt
 import polars as pl
 
 from toolkit.report.context import RECORD_MIME, in_report, redacting
-from toolkit.report.redact import escape, redact_text
+from toolkit.report.redact import escape, redact_text, walk_strings
 from toolkit.schema.jsonable import jsonable
 
 __all__ = ["STYLE", "View", "clean", "clean_frame", "jsonable", "note", "para", "table_html"]
@@ -93,28 +95,30 @@ class View:
         if pending:
             display(HTML("".join(pending)))
         if self.record and in_report():
-            display({RECORD_MIME: jsonable(self.record), "text/plain": ""}, raw=True)
+            record = walk_strings(jsonable(self.record), clean)
+            display({RECORD_MIME: record, "text/plain": ""}, raw=True)
 
 
 def note(text: str) -> str:
     """A visible note (escaped): why a section shows less than it could."""
-    return f'<div class="ppscope-note">{escape(text)}</div>'
+    return f'<div class="ppscope-note">{escape(clean(text))}</div>'
 
 
 def para(text: str) -> str:
-    """A paragraph of plain text, escaped."""
-    return f"<p>{escape(text)}</p>"
+    """A paragraph of plain text, cleaned and escaped."""
+    return f"<p>{escape(clean(text))}</p>"
 
 
 def table_html(frame: pl.DataFrame, max_rows: int = 40) -> str:
-    """An HTML table of a frame with every cell escaped; long frames are cut with a note."""
+    """An HTML table of a frame with every cell escaped (text cells cleaned of secrets);
+    long frames are cut with a note."""
     shown = frame.head(max_rows)
-    head = "".join(f"<th>{escape(c)}</th>" for c in shown.columns)
+    head = "".join(f"<th>{escape(clean(c))}</th>" for c in shown.columns)
     numeric = [dt.is_numeric() for dt in shown.dtypes]
     body = []
     for row in shown.iter_rows():
         cells = "".join(
-            f'<td class="num">{_fmt(v)}</td>' if num else f"<td>{escape(_fmt(v))}</td>"
+            f'<td class="num">{_fmt(v)}</td>' if num else f"<td>{escape(clean(_fmt(v)))}</td>"
             for v, num in zip(row, numeric, strict=True)
         )
         body.append(f"<tr>{cells}</tr>")

@@ -17,7 +17,8 @@ BAD = TEST_DATA / "gpu" / "bad"
 def test_half_written_last_row() -> None:
     trace = load_gpu_trace(BAD / "cut-last-row.csv")
     assert trace.samples.height == 3
-    (row,) = trace.skipped.iter_rows(named=True)
+    header, row = trace.skipped.iter_rows(named=True)
+    assert (header["lineno"], header["reason"]) == (1, "header")
     assert row["lineno"] == 5 and row["reason"].startswith("cut row: 4 of 5 fields")
     assert row["line"].endswith("41 %, 812")
     assert trace.summary()[0]["problems"] == 1
@@ -47,7 +48,7 @@ def test_header_repeated_mid_file() -> None:
     trace = load_gpu_trace(BAD / "repeated-header.csv")
     assert trace.samples.get_column("lineno").to_list() == [2, 3, 6, 7]
     reasons = dict(trace.skipped.select("lineno", "reason").iter_rows())
-    assert reasons == {4: "blank line", 5: "repeated header"}
+    assert reasons == {1: "header", 4: "blank line", 5: "repeated header"}
     assert trace.summary()[0]["problems"] == 0
     assert load_gpu_trace(BAD / "repeated-header.csv", strict=True).samples.height == 4
 
@@ -102,5 +103,5 @@ def test_another_query_appended_mid_file() -> None:
     assert df.get_column("util_pct").to_list() == [98.0, 44.0, 12.0, 10.0]  # not swapped
     assert df.get_column("power_w").to_list() == [612.45, 345.67, 120.0, 118.31]
     assert df.get_column("temp_c").to_list() == [None, None, 41.0, 40.0]
-    assert dict(trace.skipped.select("lineno", "reason").iter_rows()) == {4: "header"}
+    assert dict(trace.skipped.select("lineno", "reason").iter_rows()) == {1: "header", 4: "header"}
     assert trace.summary()[0]["lines"] == 6

@@ -61,12 +61,9 @@ def test_every_line_accounted_for(name: str) -> None:
     used = set(trace.samples.get_column("lineno").to_list())
     skipped = set(trace.skipped.get_column("lineno").to_list())
     assert not used & skipped
-    header = 1 if name.startswith("smi-") and "noheader" not in name else 0
-    if name.startswith("exporter-"):
-        # Several exporter lines make one sample; each sample keeps its first line.
-        assert len(used) + len(skipped) <= lines
-    else:
-        assert len(used) + len(skipped) + header == lines
+    assert trace.sources[0]["sample_lines"] + len(skipped) == lines
+    if not name.startswith("exporter-"):  # there one sample gathers a GPU's metric lines
+        assert len(used) + len(skipped) == lines
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS))

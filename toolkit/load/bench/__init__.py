@@ -17,6 +17,7 @@ from toolkit.load.bench.nvidia import GENAI_PERF_CSV, GENAI_PERF_JSON
 from toolkit.load.bench.sglang import SGLANG_BENCH_JSONL, SGLANG_BENCH_TEXT
 from toolkit.load.bench.sweep_csv import BENCH_CSV
 from toolkit.load.bench.vllm import VLLM_BENCH_JSON
+from toolkit.load.inputs import check_input
 from toolkit.load.registry import first_match
 
 __all__ = ["FORMATS", "Format", "sniff_bench_format"]
@@ -41,9 +42,11 @@ def sniff_bench_format(path: str | Path) -> str | None:
 
     Recognized from the content only: JSON keys, the CSV header, or the printed
     ``Serving Benchmark Result`` block anywhere in a text file (``.gz`` is read as is).
+    None for a directory or a missing path; ``ToolkitError`` for a pipe, a device or a file
+    that cannot be read.
     """
     path = Path(path)
-    if not path.is_file():
+    if path.is_dir() or not path.exists():
         return None
-    peek = Peek(path)
+    peek = Peek(check_input(path))
     return first_match(FORMATS, peek)

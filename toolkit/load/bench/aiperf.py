@@ -8,14 +8,15 @@ first line is a request record is read as records.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from toolkit.errors import ParseError
 from toolkit.load.bench.collect import result_format
-from toolkit.load.bench.common import Parsed
+from toolkit.load.bench.common import Parsed, parse_json
 from toolkit.load.bench.format import FILE, Options, Peek, file_text
 from toolkit.load.bench.nvidia import has_metric_dicts, is_aiperf, read_json_text
 from toolkit.load.bench.records import is_record, read_records
+from toolkit.load.inputs import split_lines
 
 
 def _detect(peek: Peek) -> bool:
@@ -25,13 +26,12 @@ def _detect(peek: Peek) -> bool:
 
 def _load(path: Path, options: Options) -> list[Parsed]:
     text = file_text(path)
-    first = next((line for line in text.splitlines() if line.strip()), "")
+    first = next((line for line in split_lines(text) if line.strip()), "")
     try:
-        if is_record(json.loads(first)):
-            return read_records(path, text)
-    except json.JSONDecodeError:
-        pass
-    return read_json_text(path, text)
+        records = is_record(parse_json(first, path, 1))
+    except ParseError:
+        records = False
+    return read_records(path, text) if records else read_json_text(path, text)
 
 
 AIPERF_JSON = result_format(

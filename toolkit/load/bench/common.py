@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ParseError
+from toolkit.load.inputs import split_lines
 from toolkit.load.layout import RunLayout
 from toolkit.schema.jsonable import to_json
 
@@ -31,6 +34,10 @@ _CONCURRENCY = re.compile(
     re.IGNORECASE,
 )
 _NUMBER = re.compile(r"[-+]?(?:\d[\d,_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+INT64 = (-(2**63), 2**63 - 1)
+"""Integers a result may hold: what the tables' Int64 columns store."""
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of a result JSON; real exports nest four or five levels."""
 
 
 @dataclass
@@ -61,7 +68,10 @@ def num(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
-        out = float(value)
+        try:
+            out = float(value)
+        except OverflowError:  # an integer beyond any float
+            return math.inf if value > 0 else -math.inf
     elif isinstance(value, str):
         text = value.strip().lower().rstrip("%")
         if text in ("inf", "+inf", "infinity", "+infinity"):
@@ -80,11 +90,25 @@ def num(value: Any) -> float | None:
 
 
 def whole(value: Any) -> int | None:
-    """An int from a whole number (``32``, ``32.0``, ``"32"``); None for anything else."""
+    """An int from a whole number (``32``, ``32.0``, ``"32"``) within 64 bits; else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if INT64[0] <= value <= INT64[1] else None
     x = num(value)
     if x is None or not math.isfinite(x) or x != int(x):
         return None
-    return int(x)
+    out = int(x)
+    return out if INT64[0] <= out <= INT64[1] else None
+
+
+def from_epoch_ns(value: Any) -> datetime | None:
+    """Local time of an epoch timestamp in ns (what AIPerf writes); None when out of range."""
+    ns = whole(value)
+    if ns is None:
+        return None
+    try:
+        return datetime.fromtimestamp(ns / 1e9)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def layout_of(args: dict[str, Any]) -> dict[str, int]:
@@ -129,7 +153,7 @@ def to_ms(value: Any, unit: str | None) -> float | None:
     x = num(value)
     if x is None:
         return None
-    u = (unit or "ms").strip().lower()
+    u = unit.strip().lower() if isinstance(unit, str) and unit.strip() else "ms"
     if u in ("s", "sec", "secs", "second", "seconds"):
         return x * 1e3
     if u in ("us", "µs", "μs", "usec"):
@@ -173,6 +197,97 @@ def fill_means(values: dict[str, Any]) -> None:
         values["input_tok_s"] = t / duration
 
 
+def parse_json(text: str, path: Path, lineno: int | None = None) -> Any:
+    """The JSON value of ``text`` (a file, or its line ``lineno``), checked for what breaks
+    readers: nesting deeper than ``MAX_JSON_DEPTH`` and integers beyond 64 bits.
+
+    Raises
+    ------
+    ParseError
+        Invalid JSON, too deep, or an integer out of range; with the line where it is.
+    """
+
+    def line_of(needle: str) -> int | None:
+        if lineno is not None:
+            return lineno
+        at = text.find(needle)
+        return None if at < 0 else text.count("\n", 0, at) + 1
+
+    try:
+        value = json.loads(text, parse_int=_bounded_int)
+    except _IntOutOfRange as e:
+        shown = e.literal
+        if len(shown) > 24:
+            shown = f"{shown[:20]}… ({len(shown)} digits)"
+        raise ParseError(path, line_of(e.literal), f"integer out of range: {shown}") from None
+    except json.JSONDecodeError as e:
+        where = lineno if lineno is not None else e.lineno
+        raise ParseError(path, where, f"not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise ParseError(path, lineno, f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise ParseError(path, lineno, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+class _IntOutOfRange(ValueError):
+    def __init__(self, literal: str) -> None:
+        super().__init__(literal)
+        self.literal = literal
+
+
+def _bounded_int(literal: str) -> int:
+    # checked on the text first: int() of thousands of digits is slow, then refused
+    if len(literal.lstrip("-")) > 19:
+        raise _IntOutOfRange(literal)
+    value = int(literal)
+    if not INT64[0] <= value <= INT64[1]:
+        raise _IntOutOfRange(literal)
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether containers nest more than ``limit`` levels (walked without recursion)."""
+    stack = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, dict | list):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def csv_rows(
+    path: Path, text: str, delimiter: str = ",", first: int = 0
+) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of each row of CSV text, from physical line ``first + 1`` on.
+
+    Lines are the file's physical lines; a carriage return inside one is dropped (the ``csv``
+    module refuses it outside quotes). A row quoted over several lines is numbered by its
+    first line.
+
+    Raises
+    ------
+    ParseError
+        A row the ``csv`` module cannot read (a field beyond its size limit), with its line.
+    """
+    lines = split_lines(text)
+    reader = csv.reader((line.replace("\r", "") for line in lines[first:]), delimiter=delimiter)
+    start = first + 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            lineno = first + reader.line_num
+            raise ParseError(path, lineno, f"not a csv row: {e}", lines[lineno - 1]) from None
+        yield start, row
+        start = first + reader.line_num + 1
+
+
 def json_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) of each non-blank line of a JSONL file.
 
@@ -181,13 +296,10 @@ def json_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
     ParseError
         A line that is not JSON, or not a JSON object, with its line number.
     """
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ParseError(path, lineno, f"not a JSON object: {e.msg}", line) from e
+        obj = parse_json(line, path, lineno)
         if not isinstance(obj, dict):
             raise ParseError(path, lineno, "expected one JSON object per line", line)
         yield lineno, obj

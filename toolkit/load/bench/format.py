@@ -75,14 +75,16 @@ class Peek:
         """
         if not self.first.startswith(("{", "[")):
             return NOT_JSON
+        # Plain ``json`` here: a file too deep or with too large an integer is still recognized,
+        # and its reader says what is wrong with it (``parse_json``).
         try:
             return json.loads(self.first)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             pass
         if self.path.stat().st_size <= MAX_JSON_BYTES:
             try:
                 return json.loads(file_text(self.path))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, RecursionError):
                 pass
         return NOT_JSON
 

@@ -16,9 +16,6 @@ which is what SGLang and vLLM call TPOT, so it is stored as ``tpot_*`` (see METR
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import re
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +23,15 @@ from typing import Any
 
 from toolkit.errors import ParseError
 from toolkit.load.bench.collect import result_format
-from toolkit.load.bench.common import Parsed, find_key, num, to_ms, whole
+from toolkit.load.bench.common import (
+    Parsed,
+    csv_rows,
+    find_key,
+    num,
+    parse_json,
+    to_ms,
+    whole,
+)
 from toolkit.load.bench.format import FILE, Options, Peek, file_text
 
 # Metric (lower case, spaces) → (column or latency metric, kind).
@@ -65,7 +70,7 @@ def read_csv(path: Path, text: str) -> list[Parsed]:
     """The one run of a GenAI-Perf / AIPerf summary CSV."""
     out = Parsed()
     header: list[str] | None = None
-    for row in csv.reader(io.StringIO(text)):
+    for _lineno, row in csv_rows(path, text):
         cells = [c.strip() for c in row]
         if not any(cells):
             header = None
@@ -99,10 +104,7 @@ def read_json_text(path: Path, text: str) -> list[Parsed]:
     ParseError
         Text that is no JSON (with its line), or JSON that is no object.
     """
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ParseError(path, e.lineno, f"invalid JSON: {e.msg}") from e
+    obj = parse_json(text, path)
     if not isinstance(obj, dict):
         raise ParseError(path, None, "expected a JSON object")
     return read_json(path, obj)
@@ -116,7 +118,10 @@ def read_json(path: Path, obj: dict[str, Any]) -> list[Parsed]:
     for key, entry in metrics.items():
         if key in _NOT_METRICS or not isinstance(entry, dict):
             continue
-        _store_metric(out, key.replace("_", " ").lower(), entry.get("unit"), entry)
+        unit = entry.get("unit")
+        _store_metric(
+            out, key.replace("_", " ").lower(), unit if isinstance(unit, str) else None, entry
+        )
     config = obj.get("input_config")
     config = config if isinstance(config, dict) else {}
     values = out.values

@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ParseError
-from toolkit.load.bench.common import Parsed, json_lines, num, to_ms, whole
+from toolkit.load.bench.common import Parsed, from_epoch_ns, json_lines, num, to_ms, whole
 from toolkit.load.bench.nvidia import ARTIFACT_CONCURRENCY
 
 COMPUTED = "per-request records"  # extra["computed_from"] of a run summarized here
@@ -42,12 +41,13 @@ def read_records(path: Path, text: str) -> list[Parsed]:
     for lineno, obj in json_lines(path, text):
         if not is_record(obj):
             raise ParseError(path, lineno, "not an AIPerf request record", json.dumps(obj))
+        _check(path, lineno, obj)
         if obj["metadata"].get("benchmark_phase", "profiling") == "profiling":
             records.append(obj)
     if not records:
         raise ParseError(path, None, "no profiling records")
     out = Parsed(lineno=1)
-    starts = [whole(r["metadata"].get("request_start_ns")) for r in records]
+    starts = [_ns(r["metadata"].get("request_start_ns")) for r in records]
     first = min((s for s in starts if s is not None), default=None)
     samples: dict[str, list[float]] = {name: [] for name in (*_LATENCIES.values(), "itl")}
     for i, (record, start) in enumerate(zip(records, starts, strict=True)):
@@ -71,6 +71,37 @@ def read_records(path: Path, text: str) -> list[Parsed]:
     return [out]
 
 
+def _check(path: Path, lineno: int, record: dict[str, Any]) -> None:
+    """A record's parts have the types the reader relies on, else a ``ParseError`` naming the
+    field: ``metrics`` an object of ``{"value", "unit"}`` objects, units text."""
+    metrics = record.get("metrics")
+    if metrics is None:
+        return
+    if not isinstance(metrics, dict):
+        raise ParseError(path, lineno, f"'metrics' must be an object, not {_kind(metrics)}")
+    for name, entry in metrics.items():
+        if entry is None:
+            continue
+        if not isinstance(entry, dict):
+            raise ParseError(path, lineno, f"metric {name!r} must be an object, not {_kind(entry)}")
+        unit = entry.get("unit")
+        if unit is not None and not isinstance(unit, str):
+            raise ParseError(
+                path, lineno, f"unit of metric {name!r} must be text, not {_kind(unit)}"
+            )
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "a boolean"}.get(
+        type(value), "a number" if isinstance(value, int | float) else "null"
+    )
+
+
+def _ns(value: Any) -> int | None:
+    """An epoch time in ns, or None (also for a number no clock reaches)."""
+    return whole(value) if from_epoch_ns(value) is not None else None
+
+
 def _value(metrics: dict[str, Any], key: str) -> float | None:
     entry = metrics.get(key)
     if not isinstance(entry, dict):
@@ -86,12 +117,13 @@ def _request(
 ) -> dict[str, Any]:
     meta = record["metadata"]
     error = record.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
     gaps = (metrics.get("inter_chunk_latency") or {}).get("value")
     unit = (metrics.get("inter_chunk_latency") or {}).get("unit")
     itl = [x for x in (to_ms(g, unit) for g in gaps) if x is not None] if gaps else []
     return {
         "request": i,
-        "ts": None if start is None else datetime.fromtimestamp(start / 1e9),
+        "ts": from_epoch_ns(start),
         "start_s": None if start is None or first is None else (start - first) / 1e9,
         "ttft_ms": _value(metrics, "time_to_first_token"),
         "e2e_ms": _value(metrics, "request_latency"),
@@ -99,7 +131,7 @@ def _request(
         "input_len": whole(_value(metrics, "input_sequence_length")),
         "output_len": whole(_value(metrics, "output_sequence_length")),
         "ok": error is None and not meta.get("was_cancelled"),
-        "error": None if error is None else str(error.get("message") or error),
+        "error": None if error is None else str(message or error),
     }
 
 
@@ -108,8 +140,8 @@ def _summarize(out: Parsed, records: list[dict[str, Any]], samples: dict[str, li
     ok = [r for r in out.requests if r["ok"]]
     values["completed"] = len(ok)
     values["failed"] = len(out.requests) - len(ok)
-    starts = [whole(r["metadata"].get("request_start_ns")) for r in records]
-    ends = [whole(r["metadata"].get("request_end_ns")) for r in records]
+    starts = [_ns(r["metadata"].get("request_start_ns")) for r in records]
+    ends = [_ns(r["metadata"].get("request_end_ns")) for r in records]
     starts = [s for s in starts if s is not None]
     ends = [e for e in ends if e is not None]
     duration = (max(ends) - min(starts)) / 1e9 if starts and ends else None
@@ -119,7 +151,7 @@ def _summarize(out: Parsed, records: list[dict[str, Any]], samples: dict[str, li
     if values["duration_s"]:
         values["output_tok_s"] = values["total_output_tokens"] / values["duration_s"]
         values["request_per_s"] = len(ok) / values["duration_s"]
-    values["ts"] = datetime.fromtimestamp(min(starts) / 1e9) if starts else None
+    values["ts"] = from_epoch_ns(min(starts)) if starts else None
     for name, xs in samples.items():
         if xs:
             values.update({f"{name}_{stat}_ms": v for stat, v in _stats(xs).items()})
@@ -127,7 +159,9 @@ def _summarize(out: Parsed, records: list[dict[str, Any]], samples: dict[str, li
 
 
 def _stats(xs: list[float]) -> dict[str, float]:
-    ordered = sorted(xs)
+    ordered = sorted(x for x in xs if abs(x) < 1e15)  # ms: beyond 30 years no clock measured it
+    if not ordered:
+        return {}
     return {
         "mean": statistics.fmean(ordered),
         "median": _percentile(ordered, 50),

@@ -20,6 +20,7 @@ from toolkit.load.bench.collect import BenchResults, Collector
 from toolkit.load.bench.context import RunContext, walk
 from toolkit.load.bench.format import Options
 from toolkit.load.bench.sweep_csv import BENCH_CSV, looks_tabular
+from toolkit.load.inputs import check_input
 
 __all__ = ["BenchResults", "load_bench", "sniff_bench_format", "summarize_bench_file"]
 
@@ -112,7 +113,7 @@ def summarize_bench_file(
     UnknownFormat
         When the file is none of the benchmark formats.
     """
-    path = Path(path)
+    path = check_input(path)
     fmt = FORMATS.get(sniff_bench_format(path) or "")
     if fmt is None:
         raise UnknownFormat(path, "not a benchmark result this version reads")

@@ -10,14 +10,14 @@ throughput column can be found, the error lists the columns the file has.
 from __future__ import annotations
 
 import csv
-import io
 import re
 from pathlib import Path
 
 from toolkit.errors import ParseError, ToolkitError
 from toolkit.load.bench.collect import result_format
-from toolkit.load.bench.common import Parsed, num, to_ms, whole
+from toolkit.load.bench.common import Parsed, csv_rows, num, to_ms, whole
 from toolkit.load.bench.format import FILE, Options, Peek, file_text
+from toolkit.load.inputs import split_lines
 from toolkit.schema.bench import RUNS
 
 # Canonical column → accepted normalized header names (the canonical name itself always works).
@@ -182,11 +182,13 @@ def looks_like_bench_csv(lines: list[str]) -> bool:
     header = _header(lines)
     if header is None or any(len(h) > 80 for h in header):
         return False
-    rows = [line for line in lines if line.strip()][1:3]
+    rows = [line.replace("\r", "") for line in lines if line.strip()][1:3]
     delimiter = _delimiter(lines[next(i for i, x in enumerate(lines) if x.strip())]) or ","
-    for row in csv.reader(rows, delimiter=delimiter):
-        if len(row) != len(header):
+    try:
+        if any(len(row) != len(header) for row in csv.reader(rows, delimiter=delimiter)):
             return False
+    except csv.Error:
+        return False
     return any(t in match_columns(header) for t in _THROUGHPUT)
 
 
@@ -203,7 +205,10 @@ def _header(lines: list[str]) -> list[str] | None:
     delimiter = _delimiter(first)
     if delimiter is None:
         return None
-    return [h.strip() for h in next(csv.reader([first], delimiter=delimiter))]
+    try:
+        return [h.strip() for h in next(csv.reader([first.replace("\r", "")], delimiter=delimiter))]
+    except csv.Error:
+        return None
 
 
 def _delimiter(line: str) -> str | None:
@@ -221,13 +226,13 @@ def read_bench_csv(path: Path, text: str, mapping: dict[str, str] | None = None)
         When no throughput column can be found (the message lists the columns), or a
         throughput cell is not a number.
     """
-    lines = text.splitlines()
+    lines = split_lines(text)
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is None:
         raise ParseError(path, None, "empty file")
     delimiter = _delimiter(lines[first]) or ","
-    rows = list(csv.reader(io.StringIO("\n".join(lines[first:])), delimiter=delimiter))
-    headers = [h.strip() for h in rows[0]]
+    rows = list(csv_rows(path, text, delimiter, first))
+    headers = [h.strip() for h in rows[0][1]]
     found = match_columns(headers, mapping)
     if not any(t in found for t in _THROUGHPUT):
         raise ParseError(
@@ -241,7 +246,7 @@ def read_bench_csv(path: Path, text: str, mapping: dict[str, str] | None = None)
     index = {h: i for i, h in enumerate(headers)}
     used = set(found.values())
     out = []
-    for offset, row in enumerate(rows[1:], start=first + 2):
+    for offset, row in rows[1:]:
         cells = [c.strip() for c in row]
         if not any(cells):
             continue

@@ -8,31 +8,27 @@ whose ``start_times`` are ``perf_counter`` readings: relative, so the requests t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from toolkit.errors import ParseError
 from toolkit.load.bench.collect import result_format
-from toolkit.load.bench.common import Parsed
+from toolkit.load.bench.common import Parsed, parse_json
 from toolkit.load.bench.format import FILE, Options, Peek, file_text
 from toolkit.load.bench.result_dict import flavour, read_result
+from toolkit.load.inputs import split_lines
 
 
 def read_vllm(path: Path, text: str) -> list[Parsed]:
     """The runs of a vLLM result file (one object, or one object per line)."""
     try:
-        objects = [json.loads(text)]
+        objects = [parse_json(text, path)]
         linenos: list[int | None] = [None]
-    except json.JSONDecodeError:
+    except ParseError:  # --append-result: one object per line
         objects, linenos = [], []
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                objects.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ParseError(path, lineno, f"not a JSON object: {e.msg}", line) from e
-            linenos.append(lineno)
+        for lineno, line in enumerate(split_lines(text), start=1):
+            if line.strip():
+                objects.append(parse_json(line, path, lineno))
+                linenos.append(lineno)
     out = []
     for obj, lineno in zip(objects, linenos, strict=True):
         if not isinstance(obj, dict):

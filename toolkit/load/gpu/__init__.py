@@ -17,6 +17,7 @@ from toolkit.load.gpu.format import TRACE, Format, Peek
 from toolkit.load.gpu.inventory import NVIDIA_SMI_APPS, NVIDIA_SMI_LIST
 from toolkit.load.gpu.smi import NVIDIA_SMI_CSV
 from toolkit.load.gpu.topology import NVIDIA_SMI_TOPO
+from toolkit.load.inputs import check_input
 from toolkit.load.registry import first_match
 
 __all__ = ["FORMATS", "Format", "sniff_gpu_format", "trace_formats"]
@@ -37,8 +38,11 @@ FORMATS: dict[str, Format] = {
 
 
 def sniff_gpu_format(path: str | Path) -> str | None:
-    """The GPU format of a file from its first lines (``nvidia-smi-csv``, ...), else None."""
-    peek = Peek(path)
+    """The GPU format of a file from its first lines (``nvidia-smi-csv``, ...), else None.
+
+    Raises ``ToolkitError`` for a path that is no regular readable file.
+    """
+    peek = Peek(check_input(path))
     if not peek.body:
         return None
     return first_match(FORMATS, peek)

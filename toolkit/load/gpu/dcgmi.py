@@ -17,7 +17,7 @@ import polars as pl
 from toolkit.errors import ParseError
 from toolkit.load.gpu.cells import check_cells, missing_cells, unavailable_table
 from toolkit.load.gpu.dcgm import cell_kind, not_blank
-from toolkit.load.gpu.fields import DCGM_BY_SHORT, column_name
+from toolkit.load.gpu.fields import DCGM_BY_SHORT, column_name, unique_column
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
 from toolkit.load.gpu.samples import trace_summarizer
 from toolkit.load.text import scan_lines
@@ -166,13 +166,13 @@ def _dcgmi_typed(
     ]
     checks = []
     lf = rows.lazy()
-    used: set[str] = set()
+    used: set[str] = {"lineno", "sample", "gpu", "mig_instance", "entity", "source"}
     for i, name in enumerate(names):
         field = DCGM_BY_SHORT.get(name)
         column = field.column if field else column_name(name)
         if column in used:
             column = column_name(name)
-        used.add(column)
+        column = unique_column(column, used)
         raw = token(i + 2)
         value = raw.cast(pl.Float64, strict=False)
         value = pl.when(not_blank(value)).then(value)

@@ -16,7 +16,7 @@ import polars as pl
 
 from toolkit.errors import ParseError
 from toolkit.load.gpu.cells import check_cells, missing_cells, unavailable_table
-from toolkit.load.gpu.fields import DMON_FIELDS, column_name
+from toolkit.load.gpu.fields import DMON_FIELDS, column_name, unique_column
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
 from toolkit.load.gpu.samples import trace_summarizer
 from toolkit.load.text import scan_lines
@@ -65,6 +65,9 @@ def load_dmon(
         .otherwise(pl.lit("data"))
     )
     layouts, segment_of = _layouts(lines.filter(pl.col("kind") == "comment"))
+    # A names line that repeats a column cannot say which value is which.
+    repeats = {i: r for i, layout in enumerate(layouts) if (r := _repeated(layout.names))}
+    bad_headers = {n: repeats[i] for n, i in segment_of.items() if i in repeats}
     data = lines.filter(pl.col("kind") == "data")
     if layouts:
         starts = pl.DataFrame(
@@ -80,7 +83,15 @@ def load_dmon(
         lines.filter(pl.col("kind") == "blank").select(
             "lineno", "line", reason=pl.lit("blank line")
         ),
-        lines.filter(pl.col("kind") == "comment").select("lineno", "line", reason=pl.lit("header")),
+        lines.filter(pl.col("kind") == "comment").select(
+            "lineno",
+            "line",
+            reason=pl.col("lineno").replace_strict(
+                {n: f"header repeats column {name!r}" for n, name in bad_headers.items()},
+                default="header",
+                return_dtype=pl.String,
+            ),
+        ),
         data.filter(pl.col("layout").is_null()).select(
             "lineno", "line", reason=pl.lit("data before any dmon header")
         ),
@@ -89,6 +100,10 @@ def load_dmon(
     unavailable: list[pl.DataFrame] = []
     for index, layout in enumerate(layouts):
         rows = data.filter(pl.col("layout") == index)
+        if index in repeats:
+            reason = f"under a header that repeats column {repeats[index]!r}"
+            skipped.append(rows.select("lineno", "line", reason=pl.lit(reason)))
+            continue
         n = len(layout.names)
         bad = rows.filter(pl.col("tokens").list.len() != n)
         skipped.append(
@@ -99,7 +114,8 @@ def load_dmon(
             )
         )
         rows = rows.filter(pl.col("tokens").list.len() == n)
-        typed, missing = _typed(rows, layout, source)
+        typed, missing, unreadable = _typed(rows, layout, source)
+        skipped.append(unreadable.select("lineno", "line", "reason"))
         frames.append(typed)
         unavailable.append(missing)
 
@@ -147,18 +163,30 @@ def _layouts(comments: pl.DataFrame) -> tuple[list[Layout], dict[int, int]]:
     return [layouts[i] for i in used], {k: renumber[v] for k, v in segment_of.items()}
 
 
+def _repeated(names: tuple[str, ...]) -> str | None:
+    """The first column name a names line prints twice (case aside), else None."""
+    seen: set[str] = set()
+    for name in names:
+        if name.lower() in seen:
+            return name
+        seen.add(name.lower())
+    return None
+
+
 def _index(layouts: list[Layout], layout: Layout) -> int:
     if layout not in layouts:
         layouts.append(layout)
     return layouts.index(layout)
 
 
-def _typed(rows: pl.DataFrame, layout: Layout, source: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _typed(
+    rows: pl.DataFrame, layout: Layout, source: str
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(samples, unavailable cells, rows whose date or time does not parse)."""
     names = [n.lower() for n in layout.names]
     token = pl.col("tokens").list.get
     exprs: list[pl.Expr] = [pl.col("lineno")]
-    checks: list[pl.LazyFrame] = []
-    lf = rows.lazy()
+    cells: list[tuple[pl.Expr, pl.Expr, str]] = []  # (typed, printed, field) per value column
     date_i = names.index("date") if "date" in names else None
     time_i = names.index("time") if "time" in names else None
     if date_i is not None and time_i is not None:
@@ -168,7 +196,7 @@ def _typed(rows: pl.DataFrame, layout: Layout, source: str) -> tuple[pl.DataFram
         )
     elif time_i is not None:
         exprs.append(token(time_i).str.strptime(pl.Time, "%H:%M:%S", strict=False).alias("_tod"))
-    used: set[str] = set()
+    used: set[str] = {"lineno", "source", "ts", "_tod", "gpu", "sample", "elapsed_s"}
     for i, (name, unit) in enumerate(zip(names, layout.units, strict=True)):
         if name in _TIME_NAMES:
             continue
@@ -181,17 +209,27 @@ def _typed(rows: pl.DataFrame, layout: Layout, source: str) -> tuple[pl.DataFram
             column = column_name(name, unit)
         if column in used:  # e.g. both temp and gtemp: keep the second under its own name
             column = column_name(name, unit)
-        used.add(column)
+        column = unique_column(column, used)
         value = raw.cast(pl.Float64, strict=False)
         exprs.append((value * scale if scale != 1.0 else value).alias(column))
         printed = layout.names[i]
-        checks.append(missing_cells(lf, value, raw, printed))
+        cells.append((value, raw, printed))
     typed = rows.select(exprs).with_columns(source=pl.lit(source))
-    bad_time = typed.filter(pl.col("ts").is_null()) if "ts" in typed.columns else None
-    if bad_time is not None and bad_time.height:
-        typed = typed.filter(pl.col("ts").is_not_null())
-    missing = unavailable_table(checks, source)
-    return typed, missing
+    clock = next((c for c in ("ts", "_tod") if c in typed.columns), None)
+    no_time = typed.get_column(clock).is_null() if clock else pl.Series([False] * typed.height)
+    no_gpu = typed.get_column("gpu").is_null() if "gpu" in typed.columns else no_time.not_()
+    problem = pl.Series(
+        [
+            "date or time does not parse" if t else "gpu index does not parse" if g else None
+            for t, g in zip(no_time, no_gpu, strict=True)
+        ],
+        dtype=pl.String,
+    )
+    ok = problem.is_null()
+    kept = rows.filter(ok)
+    checks = [missing_cells(kept.lazy(), *cell) for cell in cells]
+    unreadable = rows.filter(~ok).with_columns(reason=problem.filter(~ok))
+    return typed.filter(ok), unavailable_table(checks, source), unreadable
 
 
 def _rounds(df: pl.DataFrame) -> pl.DataFrame:

@@ -24,6 +24,7 @@ from toolkit.load.gpu.dcgm import cell_kind, is_blank
 from toolkit.load.gpu.fields import DCGM_BY_NAME, DCGM_BY_OLD_NAME, dcgm_unknown_column
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
 from toolkit.load.gpu.samples import trace_summarizer
+from toolkit.load.inputs import split_lines
 from toolkit.schema.gpu import SAMPLES, SKIPPED, UNAVAILABLE
 
 FORMAT = "dcgm-exporter"
@@ -63,17 +64,19 @@ def load_exporter(
     path: Path, source: str, *, interval_s: float | None = None, strict: bool = False
 ) -> Part:
     """Read one file of dcgm-exporter scrapes (``curl :9400/metrics`` once or in a loop)."""
-    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    text = split_lines(path.read_bytes().decode("utf-8", "replace"))
     skipped: list[tuple[int, str, str]] = []
+    metric_lines = 0
     cells: list[tuple[str, str, str, int]] = []
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     order: list[tuple[Any, ...]] = []
     for scrape, ts, block in _scrapes(text, skipped):
         for lineno, name, labels, value, stamp in _parse_block(block, skipped):
+            metric_lines += 1
             info = {col: labels[k] for k, col in _LABEL_COLUMNS.items() if k in labels}
             for k in ("gpu", "mig_instance"):
                 if k in info:
-                    info[k] = int(info[k]) if re.fullmatch(r"\d+", info[k]) else None
+                    info[k] = int(info[k]) if re.fullmatch(r"\d{1,9}", info[k]) else None
             key = (scrape, *(info.get(k) for k in _KEY))
             row = groups.get(key)
             if row is None:
@@ -81,7 +84,7 @@ def load_exporter(
                 groups[key] = row
                 order.append(key)
             if stamp is not None and row.get("ts") is None:
-                row["ts"] = datetime.fromtimestamp(stamp, UTC).replace(tzinfo=None)
+                row["ts"] = _from_epoch_s(stamp)
             column, number = _exporter_value(name, value)
             if number is None:
                 cells.append((name, _printed(value), "", lineno))
@@ -104,7 +107,15 @@ def load_exporter(
             "no timestamps: set [gpu_trace] interval_s in run.toml (or --gpu-interval with "
             "ppscope parse) to the scrape period to place scrapes in time",
         )
-    return Part(source, FORMAT, len(text), samples, skipped_df, unavailable, notes)
+    return Part(source, FORMAT, len(text), samples, skipped_df, unavailable, notes, metric_lines)
+
+
+def _from_epoch_s(stamp: float) -> datetime | None:
+    """UTC time of a sample's Prometheus timestamp; None for one no clock reaches."""
+    try:
+        return datetime.fromtimestamp(stamp, UTC).replace(tzinfo=None)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _scrapes(
@@ -123,6 +134,8 @@ def _scrapes(
         nonlocal block, done, current, block_ts
         if any(not ln.startswith("#") and ln.strip() for _, ln in block):
             out.append((len(out), block_ts, block))
+        else:  # HELP and TYPE lines of metrics that printed no sample
+            skipped.extend((n, "comment", ln) for n, ln in block)
         block, done, current, block_ts = [], set(), None, None
 
     for lineno, line in enumerate(text, 1):

@@ -205,6 +205,22 @@ def column_name(name: str, unit: str | None = None) -> str:
     return base
 
 
+def unique_column(column: str, taken: set[str]) -> str:
+    """``column``, or ``column_2``, ``column_3``... when a field of the same file (or a column
+    the reader adds itself: ``lineno``, ``source``...) already has it; the result is taken.
+
+    >>> taken = {"lineno"}
+    >>> [unique_column(c, taken) for c in ("lineno", "power_w", "power_w")]
+    ['lineno_2', 'power_w', 'power_w_2']
+    """
+    out, n = column, 1
+    while out in taken:
+        n += 1
+        out = f"{column}_{n}"
+    taken.add(out)
+    return out
+
+
 def dcgm_unknown_column(name: str) -> str:
     """Column for a DCGM metric ppscope does not map: the name without its ``DCGM_FI_`` prefix."""
     for prefix in ("DCGM_FI_DEV_", "DCGM_FI_PROF_", "DCGM_FI_", "dcgm_"):

@@ -47,7 +47,13 @@ class Options:
 
 @dataclass
 class Part:
-    """What one trace loader made of one file: samples plus the accounting of everything else."""
+    """What one trace loader made of one file: samples plus the accounting of everything else.
+
+    Every physical line of the file (split at ``\\n`` only) is either a line of a sample or a
+    row of ``skipped`` (headers, blank lines and problems, each with its reason):
+    ``sample_lines + skipped.height == lines``. A sample is one line, except for
+    dcgm-exporter, where one sample gathers the metric lines of one GPU in one scrape.
+    """
 
     path: str
     format: str
@@ -56,6 +62,12 @@ class Part:
     skipped: pl.DataFrame
     unavailable: pl.DataFrame
     notes: tuple[str, ...] = ()
+    metric_lines: int | None = None  # lines gathered into samples, when not one per sample
+
+    @property
+    def sample_lines(self) -> int:
+        """Lines of the file read into samples."""
+        return self.samples.height if self.metric_lines is None else self.metric_lines
 
 
 class Peek:

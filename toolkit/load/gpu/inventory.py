@@ -13,11 +13,11 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ParseError
-from toolkit.load import text as lines_io
 from toolkit.load.gpu.cells import UNSUPPORTED
-from toolkit.load.gpu.fields import column_name
+from toolkit.load.gpu.fields import column_name, unique_column
 from toolkit.load.gpu.format import COMPANION, Format, Options, Peek
 from toolkit.load.gpu.smi import is_header
+from toolkit.load.inputs import check_input, head_lines
 from toolkit.schema.gpu import APPS, GPU_LIST
 
 LIST_FORMAT = "nvidia-smi-list"
@@ -56,10 +56,10 @@ def load_gpu_list(path: str | Path) -> pl.DataFrame:
     ParseError
         At a line that is neither a GPU nor a MIG device line.
     """
-    path = Path(path)
+    path = check_input(path)
     rows = []
     parent: dict[str, object] | None = None
-    for lineno, line in enumerate(lines_io.head_lines(path, n=1_000_000), 1):
+    for lineno, line in enumerate(head_lines(path, n=1_000_000), 1):
         if not line.strip():
             continue
         g = _GPU.match(line.strip())
@@ -98,17 +98,18 @@ def load_compute_apps(path: str | Path, gpu_list: pl.DataFrame | None = None) ->
     ParseError
         When the file has no header or a row has another number of fields than the header.
     """
-    path = Path(path)
-    text = lines_io.head_lines(path, n=10_000_000, max_bytes=1 << 30)
+    path = check_input(path)
+    text = head_lines(path, n=10_000_000, max_bytes=1 << 30)
     body = [(n, ln) for n, ln in enumerate(text, 1) if ln.strip()]
     if not body or not is_apps_header(body[0][1]):
         raise ParseError(path, body[0][0] if body else None, "no --query-compute-apps header")
     header = [c.strip() for c in body[0][1].split(",")]
-    names = []
+    names: list[str] = []
+    taken = {"source", "lineno", "gpu"}
     for cell in header:
         m = re.match(r"^(.*?)\s*\[([^\]]*)\]$", cell)
         name, unit = (m.group(1), m.group(2)) if m else (cell, None)
-        names.append(_APPS_FIELDS.get(name) or column_name(name, unit))
+        names.append(unique_column(_APPS_FIELDS.get(name) or column_name(name, unit), taken))
     rows = []
     for lineno, line in body[1:]:
         cells = [c.strip() for c in line.split(",")]

@@ -32,17 +32,24 @@ class GpuTrace:
         then fields ppscope does not know, named from their source.
     skipped
         Every line that is not (part of) a sample, with its reason: headers, blank lines,
-        cut rows, repeated headers, error messages.
+        cut rows, repeated headers, error messages. Per file, ``sample_lines`` plus its
+        skipped lines are all its physical lines (``sources``).
     unavailable
         Cells printed instead of a number (``[N/A]``, ``[Unknown Error]``, ``-``), counted per
         source, field and text, with the first line where each appears.
     sources
-        One dict per file: path, format, lines, notes.
+        One dict per file: path, format, lines, sample_lines (lines read into samples), notes.
     """
 
     def __init__(self, parts: list[Part], workdir: Path | None = None) -> None:
         self.sources = [
-            {"path": p.path, "format": p.format, "lines": p.lines, "notes": list(p.notes)}
+            {
+                "path": p.path,
+                "format": p.format,
+                "lines": p.lines,
+                "sample_lines": p.sample_lines,
+                "notes": list(p.notes),
+            }
             for p in parts
         ]
         self._parts = parts
@@ -69,9 +76,10 @@ class GpuTrace:
         return [*METRICS, *extra]
 
     def summary(self) -> list[dict[str, Any]]:
-        """Per file: path, format, lines, gpus, samples, metrics, skipped (all non-sample
-        lines), problems (those that are not headers or blank), unavailable (cells),
-        first_problems and notes — the shape of ``ppscope parse --json``."""
+        """Per file: path, format, lines, sample_lines, gpus, samples, metrics, skipped (all
+        non-sample lines: ``sample_lines + skipped == lines``), problems (those that are not
+        headers or blank), unavailable (cells), first_problems and notes — the shape of
+        ``ppscope parse --json``."""
         out = []
         for part, meta in zip(self._parts, self.sources, strict=True):
             df = part.samples
@@ -81,7 +89,7 @@ class GpuTrace:
             problems = part.skipped.filter(~pl.col("reason").is_in(list(BENIGN)))
             out.append(
                 {
-                    **{k: meta[k] for k in ("path", "format", "lines")},
+                    **{k: meta[k] for k in ("path", "format", "lines", "sample_lines")},
                     "gpus": gpu_count(df),
                     "samples": df.height,
                     "metrics": metrics,

@@ -25,7 +25,8 @@ from toolkit.load.gpu.cells import check_cells, missing_cells, unavailable_table
 from toolkit.load.gpu.fields import SMI_FIELDS, column_name, smi_canonical
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
 from toolkit.load.gpu.samples import trace_summarizer
-from toolkit.load.text import head_lines, scan_lines
+from toolkit.load.inputs import head_lines
+from toolkit.load.text import scan_lines
 from toolkit.schema.gpu import SKIPPED, UNAVAILABLE
 
 FORMAT = "nvidia-smi-csv"
@@ -114,7 +115,7 @@ def load_smi_csv(
     head = head_lines(path, n=200)
     first = next((i for i, line in enumerate(head) if line.strip()), None)
     if first is None:
-        return _empty(source, len(head))
+        return _no_header(path, source, strict, workdir)
     header_lineno = 0
     if is_header(head[first]):
         header_lineno = first + 1
@@ -133,6 +134,10 @@ def load_smi_csv(
         {"source": source, "lineno": n, "reason": "blank line", "line": head[n - 1]}
         for n in range(1, header_lineno)
     ]
+    if header_lineno:
+        rows.append(
+            {"source": source, "lineno": header_lineno, "reason": "header", "line": head[first]}
+        )
     frames, missing = [], []
     lines = 0
     sample_rows = head[header_lineno:]
@@ -171,7 +176,14 @@ def load_smi_csv(
         sample_rows = [after[n] for n in sorted(after)]
     samples = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
     skipped = pl.DataFrame(rows, schema=SKIPPED, orient="row").sort("lineno")
-    notes = () if samples.height else ("no samples: the file holds only a header",)
+    only_headers = set(skipped.get_column("reason")) <= {"header", "blank line", "repeated header"}
+    notes: tuple[str, ...] = ()
+    if not samples.height:
+        notes = (
+            "no samples: the file holds only a header"
+            if only_headers
+            else "no samples: every row was skipped (see the problems)",
+        )
     return Part(source, FORMAT, lines, samples, skipped, pl.concat(missing), notes)
 
 
@@ -207,6 +219,7 @@ def _scan(path: Path, schema: dict[str, pl.DataType], header_lineno: int) -> pl.
         schema=schema,
         ignore_errors=True,
         missing_columns="insert",
+        extra_columns="ignore",  # a row longer than the header: ``_over`` flags it
         truncate_ragged_lines=True,
         skip_rows=header_lineno,
         row_index_name="lineno",
@@ -349,16 +362,31 @@ def _unavailable(
     return unavailable_table(frames, source)
 
 
-def _empty(source: str, lines: int) -> Part:
+def _no_header(path: Path, source: str, strict: bool, workdir: Path | None) -> Part:
+    """A file whose first lines are all blank: every line skipped, with its reason."""
+    lines = scan_lines(path, workdir or Path(tempfile.gettempdir())).collect(engine="streaming")
+    skipped = lines.select(
+        source=pl.lit(source),
+        lineno=pl.col("lineno"),
+        reason=pl.when(pl.col("line").fill_null("").str.strip_chars() == "")
+        .then(pl.lit("blank line"))
+        .otherwise(pl.lit("no header in the first 200 lines")),
+        line=pl.col("line").fill_null(""),
+    )
+    problems = skipped.filter(pl.col("reason") != "blank line")
+    if strict and problems.height:
+        r = problems.row(0, named=True)
+        raise ParseError(source, r["lineno"], r["reason"], r["line"])
     return Part(
         source,
         FORMAT,
-        lines,
+        lines.height,
         pl.DataFrame(
             {"source": [], "lineno": []}, schema={"source": pl.String, "lineno": pl.Int64}
         ),
-        pl.DataFrame(schema=SKIPPED),
+        skipped.cast(dict(SKIPPED)),
         pl.DataFrame(schema=UNAVAILABLE),
+        ("no samples: no header or value row in the first 200 lines",),
     )
 
 

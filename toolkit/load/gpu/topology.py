@@ -16,8 +16,8 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ParseError
-from toolkit.load import text as lines_io
 from toolkit.load.gpu.format import COMPANION, Format, Options, Peek
+from toolkit.load.inputs import check_input, head_lines
 from toolkit.schema.gpu import TOPOLOGY_DEVICES, TOPOLOGY_LINKS
 
 FORMAT = "nvidia-smi-topo"
@@ -108,8 +108,8 @@ def load_topology(path: str | Path) -> Topology:
     ParseError
         When no matrix header is found, or a row has fewer link codes than device columns.
     """
-    path = Path(path)
-    text = lines_io.head_lines(path, n=100_000, max_bytes=16 << 20)
+    path = check_input(path)
+    text = head_lines(path, n=100_000, max_bytes=16 << 20)
     start = find_header(text)
     if start is None:
         raise ParseError(path, None, "no nvidia-smi topo -m matrix (a header starting GPU0)")

@@ -28,6 +28,7 @@ from toolkit.load.gpu.inventory import load_compute_apps, load_gpu_list
 from toolkit.load.gpu.roles import gpu_roles
 from toolkit.load.gpu.samples import GpuTrace, trace_part
 from toolkit.load.gpu.topology import Topology, load_topology
+from toolkit.load.inputs import check_input
 
 __all__ = [
     "GpuTrace",
@@ -86,8 +87,7 @@ def load_gpu_trace(
     parts: list[Part] = []
     try:
         for path in files:
-            if not path.is_file():
-                raise ToolkitError(f"{path}: no such file")
+            check_input(path)
             plain, problem = lines_io.plain_copy(path, workdir)
             fmt = FORMATS.get(sniff_gpu_format(plain) or "")
             if fmt is None:
@@ -119,7 +119,7 @@ def summarize_gpu_file(
     UnknownFormat
         When the file is none of the GPU formats.
     """
-    path = Path(path)
+    path = check_input(path)
     fmt = FORMATS.get(sniff_gpu_format(path) or "")
     if fmt is None:
         raise UnknownFormat(path, "not a gpu format ppscope reads")

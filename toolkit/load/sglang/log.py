@@ -19,6 +19,7 @@ import polars as pl
 
 from toolkit.errors import ParseError, ToolkitError
 from toolkit.load import text as lines_io
+from toolkit.load.inputs import check_input
 from toolkit.load.sglang.error_records import group_errors
 from toolkit.load.sglang.launches import (
     NO_DUMP,
@@ -325,8 +326,7 @@ def load_sglang_log(
     try:
         stores = []
         for path in files:
-            if not path.is_file():
-                raise ToolkitError(f"{path}: no such file")
+            check_input(path)  # a pipe would hang, an unreadable file end in a traceback
             stores.append(open_store(path, workdir, cache))
     except BaseException:
         shutil.rmtree(workdir, True)

@@ -42,7 +42,7 @@ def _gpus(runs: RunSet, run: Run) -> int | None:
 def header(runs: RunSet) -> View:
     """Which runs, on what hardware and interconnect, which SGLang; a banner for synthetic data."""
     rows = []
-    for run, label, given in zip(runs, runs.labels, runs.paths, strict=True):
+    for run, label, given in zip(runs, runs.labels, runs.shown_paths, strict=True):
         ctx = runs.analysis(run)
         machine, model = ctx.machine, ctx.model
         span = None

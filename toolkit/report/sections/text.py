@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.report.context import provenance_record
+from toolkit.report.paths import join_runs
 from toolkit.report.provenance import provenance, provenance_html
 from toolkit.report.runs import RunSet
 from toolkit.report.view import (
@@ -69,6 +70,6 @@ def provenance_view(runs: RunSet, params: Mapping[str, Any] | None = None) -> Vi
     In a batch render the record is the one ``render`` computed (inputs hashed once).
     """
     record = provenance_record() or provenance(
-        runs.paths, dict(params) if params is not None else {"runs": ",".join(runs.paths)}
+        runs.paths, dict(params) if params is not None else {"runs": join_runs(runs.paths)}
     )
     return View("provenance", [provenance_html(record)])
