@@ -124,6 +124,12 @@ class Scenario:
         return self.launch.layout(self.model, self.version_tuple)
 
     @property
+    def hardware_label(self) -> str:
+        """run.toml's ``hardware``: the node's GPUs, times the nodes."""
+        n = self.launch.nnodes
+        return self.hardware.label if n == 1 else f"{n} nodes of {self.hardware.label}"
+
+    @property
     def healthy(self) -> bool:
         return not self.causes
 

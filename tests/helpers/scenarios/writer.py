@@ -489,7 +489,7 @@ def _run_toml(sc: Scenario) -> str:
     rows = [
         f"label = {_toml_str(sc.label)}",
         f"command = {_toml_str(_command(sc))}",
-        f"hardware = {_toml_str(sc.hardware.label)}",
+        f"hardware = {_toml_str(sc.hardware_label)}",
         f"interconnect = {_toml_str(sc.hardware.interconnect)}",
         "clock_offset_s = 0.0",
         "synthetic = true",
@@ -556,7 +556,7 @@ def expected_record(sc: Scenario, tl: Timeline | None = None) -> dict[str, Any]:
         "incidental": list(sc.incidental),
         "checks": checks,
         "model": sc.model.path,
-        "hardware": sc.hardware.label,
+        "hardware": sc.hardware_label,
         "gpu_name": sc.hardware.gpu_name,
         "interconnect": sc.hardware.interconnect,
         "sglang_version": sc.version,
