@@ -22,6 +22,7 @@ from toolkit.analyze.config import (
     captured_sizes,
     derived_settings,
     intended_vs_effective,
+    layer_partition_of,
     model_layout,
 )
 from toolkit.analyze.cudagraph import cuda_graph_coverage, graph_summary
@@ -30,6 +31,7 @@ from toolkit.analyze.model import Fit, Layout, Params, Workload, fit, observed_f
 from toolkit.analyze.model.catalog import ModelIdentity, model_spec
 from toolkit.analyze.model.fit import fit_none
 from toolkit.analyze.model.machine import MachineIdentity, prior
+from toolkit.analyze.observed_points import observed_points
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.series import busy_pct, decoding_windows
@@ -95,11 +97,16 @@ class RunAnalysis:
 
     @cached_property
     def layout(self) -> Layout:
-        """The serving model's layout of the run (``Run.layout`` resolved from every witness)."""
+        """The serving model's layout of the run (``Run.layout`` resolved from every witness),
+        with the layer split ``SGLANG_PP_LAYER_PARTITION`` sets in the launch command."""
         try:
-            return model_layout(self.run.layout)
+            layout = model_layout(self.run.layout)
         except ToolkitError:
             return Layout()
+        split = layer_partition_of(self.command[0]) if self.command else None
+        if split is not None and len(split) == layout.pp > 1:
+            layout = replace(layout, layer_partition=split)
+        return layout
 
     @property
     def pp(self) -> int:
@@ -142,7 +149,7 @@ class RunAnalysis:
     @cached_property
     def phases(self) -> pl.DataFrame:
         chunk = self.derived["resolved_chunked_prefill_size"]
-        return decode_phases(self.batches, self.bench, chunked_prefill_size=chunk)
+        return decode_phases(self.batches, self.bench, chunked_prefill_size=chunk, pp_size=self.pp)
 
     @cached_property
     def occupancy(self) -> pl.DataFrame:
@@ -197,10 +204,14 @@ class RunAnalysis:
             .select(
                 pl.coalesce("ts", pl.col("wrapper_ts").cast(pl.Datetime("ms"))).alias("ts"),
                 pl.col("ranks").str.extract(r"PP(\d+)", 1).cast(pl.Int64).alias("pp"),
+                pl.col("ranks").str.extract(r"TP(\d+)", 1).cast(pl.Int64).alias("tp"),
                 "message",
             )
             .collect()
         )
+        # Every TP rank of a stage retracts the same requests and logs it: count one rank's.
+        first_tp = pl.col("tp").min().over("pp")
+        lines = lines.filter(pl.col("tp").is_null() | (pl.col("tp") == first_tp)).drop("tp")
         if self.launch is not None and lines.height:
             lines = lines.filter(pl.col("ts") >= self.launch.ts)
         return retractions(lines)
@@ -462,46 +473,19 @@ class RunAnalysis:
         rows = self.phases.filter(pl.col("phase") == index)
         return rows.row(0, named=True) if rows.height else {}
 
+    def load_of(self, index: int | None) -> str:
+        """How a phase is named in prose: ``at 64 concurrent requests`` when a benchmark run is
+        placed on it, else ``in phase 3``; ``over the run`` for None."""
+        if index is None:
+            return "over the run"
+        offered = self.phase(index).get("offered")
+        return f"at {offered} concurrent requests" if offered else f"in phase {index}"
+
 
 def _length(value: float | None, default: int) -> int:
     if value is None or not math.isfinite(value) or value < 1:
         return default
     return max(round(value), 1)
-
-
-def observed_points(run: Run, label: str | None = None) -> pl.DataFrame:
-    """The run's benchmark points joined with its layout, as the serving model reads them
-    (schema ``OBSERVED``); empty when the run has no usable benchmark result.
-
-    The concurrency is the one ``load_bench`` resolved (the client's cap, else the file, a tag
-    or the label such as ``c32``); points without a concurrency or an output rate are left out.
-    """
-    results = run.bench
-    if results is None or not results.runs.height:
-        return observed_frame([])
-    lay = model_layout(run.layout)
-    runs = results.runs.filter(
-        pl.col("concurrency").is_not_null()
-        & (pl.col("concurrency") > 0)
-        & pl.col("output_tok_s").is_not_null()
-        & pl.col("output_tok_s").is_finite()
-        & (pl.col("output_tok_s") > 0)
-    )
-    points = runs.select(
-        pl.lit(label or run.label).alias("label"),
-        pl.lit(lay.tp).alias("tp"),
-        pl.lit(lay.pp).alias("pp"),
-        pl.lit(lay.dp).alias("dp"),
-        pl.lit(lay.pp_async_batch_depth).alias("pp_async_batch_depth"),
-        pl.lit(lay.pp_max_micro_batch_size, pl.Int64).alias("pp_max_micro_batch_size"),
-        pl.lit(lay.max_running_requests, pl.Int64).alias("max_running_requests"),
-        pl.lit(lay.chunked_prefill_size).alias("chunked_prefill_size"),
-        pl.lit(lay.max_total_num_tokens, pl.Int64).alias("max_total_num_tokens"),
-        "concurrency",
-        *(c for c in ("input_len", "output_len") if c in runs.columns),
-        "output_tok_s",
-    )
-    return observed_frame(points)
 
 
 def model_groups(analyses: Iterable[RunAnalysis]) -> list[tuple[Fit, list[RunAnalysis]]]:

@@ -157,7 +157,8 @@ def test_json_shape_of_a_finding() -> None:
     found = diagnose([ctx("pp8-underfilled")])[0]
     d = found.to_dict()
     assert list(d) == [
-        "id", "severity", "run", "title", "summary", "evidence", "remedy", "impact", "basis"
+        "id", "severity", "run", "title", "summary", "evidence", "remedy", "impact", "basis",
+        "phase",
     ]  # fmt: skip
     assert 0 <= d["impact"] <= 1 and d["basis"] in ("measured", "modelled", "assumed")
     assert d["run"] == "PP8" and isinstance(d["evidence"], list) and d["evidence"]

@@ -9,7 +9,6 @@ import inspect
 import itertools
 import json
 import re
-import time
 import tomllib
 from collections import defaultdict
 from datetime import datetime
@@ -63,18 +62,14 @@ UNPREFIXED = ("Capturing batches", "Loading safetensors")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, float]]:
-    """Every scenario built once: name → (run directory, seconds it took)."""
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every scenario built once: name → run directory."""
     root = tmp_path_factory.mktemp("scenarios")
-    out = {}
-    for name in names():
-        start = time.perf_counter()
-        out[name] = (build(name, root / name), time.perf_counter() - start)
-    return out
+    return {name: build(name, root / name) for name in names()}
 
 
-def run_dir(runs: dict[str, tuple[Path, float]], name: str) -> Path:
-    return runs[name][0]
+def run_dir(runs: dict[str, Path], name: str) -> Path:
+    return runs[name]
 
 
 def read_expected(directory: Path) -> dict:
@@ -202,9 +197,8 @@ def test_unknown_name_says_which_exist() -> None:
         scenario("pp8-nonsense")
 
 
-def test_every_scenario_builds_quickly_and_small(runs) -> None:
-    for name, (directory, seconds) in runs.items():
-        assert seconds < 3.0, f"{name} took {seconds:.1f} s"
+def test_every_scenario_is_small(runs) -> None:
+    for name, directory in runs.items():
         size = sum(p.stat().st_size for p in directory.iterdir())
         assert size < 700_000, f"{name} wrote {size} bytes"
 

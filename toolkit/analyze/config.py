@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -281,6 +282,20 @@ def model_layout(layout: RunLayout) -> Layout:
         chunked_prefill_size=chunk if chunk and chunk > 0 else DEFAULT_CHUNKED_PREFILL,
         max_total_num_tokens=layout.max_total_num_tokens,
     )
+
+
+_PARTITION = re.compile(r"SGLANG_PP_LAYER_PARTITION=[\"']?(\d{1,4}(?:\s*,\s*\d{1,4}){0,255})")
+
+
+def layer_partition_of(command: str) -> tuple[int, ...] | None:
+    """Layers per stage that ``SGLANG_PP_LAYER_PARTITION=a,b,...`` sets in a launch command
+    (an environment prefix or a ``-e`` of docker); None when it sets none.
+
+    >>> layer_partition_of("SGLANG_PP_LAYER_PARTITION=16,16,16,32 python3 -m sglang.launch_server")
+    (16, 16, 16, 32)
+    """
+    m = _PARTITION.search(command)
+    return tuple(int(x) for x in m.group(1).split(",")) if m else None
 
 
 def launch_layout(server_args: Mapping[str, Any], facts: Mapping[str, Any] | None = None) -> Layout:

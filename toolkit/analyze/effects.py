@@ -46,11 +46,14 @@ def _windows(decode: pl.DataFrame) -> pl.DataFrame:
 
 @dataclass(frozen=True)
 class GraphEffect:
-    """Eager decode of a run: its token share and its measured slowdown (None: no comparison)."""
+    """Eager decode of a run: its token share, overall and in the phase where it is largest,
+    and its measured slowdown (None: no comparison)."""
 
     eager_lines: int
     flagged_lines: int
     eager_token_share: float
+    phase: int | None  # the phase with the largest eager token share
+    phase_share: float  # that phase's eager token share
     slowdown: float | None
     evidence: pl.DataFrame
 
@@ -58,27 +61,49 @@ class GraphEffect:
 def graph_effect(decode: pl.DataFrame) -> GraphEffect | None:
     """Eager share and slowdown from decode lines that carry ``cuda graph: True/False``.
 
-    ``decode`` needs ``ts``, ``phase``, ``cuda_graph``, ``gen_tok_s`` and ``running`` (requests
-    the line's throughput serves: ``#running-req`` without PP, the estimated total under PP).
-    The time per generated token of each request, ``running / gen_tok_s``, of the eager lines is
-    compared with a straight line through the graph lines' times against their batch sizes
-    (``batch``), read at the eager batch size: within twice the largest graph batch size, or
-    the comparison is not made.
+    ``decode`` needs ``ts``, ``phase``, ``cuda_graph``, ``gen_tok_s`` and ``running`` (requests the
+    line's throughput serves: ``#running-req`` without PP, the estimated total under PP); under PP
+    also ``active_slots_est`` and ``stages``. The time of one micro-batch's step is the round,
+    ``running / gen_tok_s``, over the passes a stage makes in it: one without PP, the active slots
+    under PP, or the stages when fewer slots leave each stage idle part of the round. That step of
+    the eager lines is compared with a straight line through the graph lines' median time per batch
+    size (``batch``; medians and a Theil–Sen line, so a line that averages over an idle spell or a
+    batch size seen once in a ramp does not tilt it), read at the eager batch size: within twice the
+    largest graph batch size, or the comparison is not made.
     """
     flagged = decode.filter(pl.col("cuda_graph").is_not_null() & (pl.col("gen_tok_s") > 0))
     if not flagged.height:
         return None
+    passes = pl.lit(1.0)
+    if {"active_slots_est", "stages"} <= set(flagged.columns):
+        stages = pl.col("stages").cast(_F)
+        slots = pl.max_horizontal(pl.col("active_slots_est").cast(_F).fill_null(1.0), stages)
+        passes = pl.when(stages > 1).then(slots).otherwise(1.0)
     df = _windows(flagged).with_columns(
-        step_s=pl.col("running").cast(_F) / pl.col("gen_tok_s").cast(_F)
+        step_s=pl.col("running").cast(_F) / pl.col("gen_tok_s").cast(_F) / passes
     )
     eager = df.filter(~pl.col("cuda_graph"))
     total = float(df["tokens"].sum() or 0.0)
     share = float(eager["tokens"].sum() or 0.0) / total if total > 0 else 0.0
+    by_phase = (
+        df.group_by("phase")
+        .agg(
+            share=pl.col("tokens").filter(~pl.col("cuda_graph")).sum() / pl.col("tokens").sum(),
+            lines=pl.len(),
+        )
+        .filter((pl.col("lines") >= 2) & pl.col("share").is_finite())
+        .sort("share", "phase", descending=[True, False])
+    )
+    worst = by_phase.row(0, named=True) if by_phase.height else {"phase": None, "share": share}
     graph = df.filter(pl.col("cuda_graph") & pl.col("step_s").is_finite())
     slowdown = None
     rows: list[dict[str, float]] = []
     if eager.height and graph.height:
-        line = _line(graph["batch"].cast(_F).to_list(), graph["step_s"].to_list())
+        typical = graph.group_by("batch").agg(pl.col("step_s").median(), lines=pl.len())
+        if typical.filter(pl.col("lines") >= 2).height:
+            typical = typical.filter(pl.col("lines") >= 2)  # one line is a ramp, not a level
+        typical = typical.sort("batch")
+        line = _median_line(typical["batch"].cast(_F).to_list(), typical["step_s"].to_list())
         reach = 2.0 * float(graph["batch"].max() or 0)
         for b, step in zip(eager["batch"].to_list(), eager["step_s"].to_list(), strict=True):
             if b is None or step is None or not math.isfinite(step) or b > reach:
@@ -91,16 +116,39 @@ def graph_effect(decode: pl.DataFrame) -> GraphEffect | None:
             ratios = sorted(r["eager_step_ms"] / r["graph_step_ms"] for r in rows)
             slowdown = max(1.0, ratios[len(ratios) // 2])
     evidence = (
-        df.group_by("batch", "cuda_graph")
+        df.group_by("phase", "batch", "cuda_graph")
         .agg(
             lines=pl.len(),
             tokens=pl.col("tokens").sum(),
             step_ms=(pl.col("step_s") * 1e3).median(),
         )
-        .sort("batch", "cuda_graph")
+        .sort("phase", "batch", "cuda_graph")
         .with_columns(pl.col("tokens", "step_ms").round(1))
     )
-    return GraphEffect(eager.height, df.height, share, slowdown, evidence)
+    return GraphEffect(
+        eager.height, df.height, share, worst["phase"], float(worst["share"]), slowdown, evidence
+    )
+
+
+def _median_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Theil–Sen ``y = a + b·x``: the median of the pairwise slopes (never < 0) and the median
+    intercept, so one odd point does not tilt it; a constant through one distinct x."""
+    slopes = sorted(
+        (ys[j] - ys[i]) / (xs[j] - xs[i])
+        for i in range(len(xs))
+        for j in range(i + 1, len(xs))
+        if xs[j] != xs[i]
+    )
+    if not slopes:
+        return sorted(ys)[len(ys) // 2], 0.0
+    slope = max(0.0, _median(slopes))
+    return _median([y - slope * x for x, y in zip(xs, ys, strict=True)]), slope
+
+
+def _median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:

@@ -64,6 +64,9 @@ OCCUPANCY = schema_of(OCCUPANCY_COLUMNS)
 
 WAVE_DROP = 0.9
 """``#token`` falling below this share of the previous line's marks a wave of requests ending."""
+WAVE_OVERSHOOT = 1.25
+"""Generated tokens per request up to this share past the output length still read as the first
+wave (the line's window overshoots); beyond, the estimate falls back to half the output."""
 
 
 OCCUPANCY_PHASE_COLUMNS: tuple[Column, ...] = (
@@ -137,8 +140,10 @@ def slot_occupancy(
     osl = pl.coalesce(pl.col("output_len"), isl)  # unknown output: assume about the prompt
     first_wave = (pl.col("token") - pl.col("_generated")) / isl
     per_request = pl.col("_generated") / first_wave
-    in_first_wave = (first_wave > 0) & (per_request <= osl)
-    generated = pl.when(in_first_wave).then(per_request).otherwise(osl / 2.0)
+    # A little past the output length is the timing of the window, not a new wave: clamp it.
+    in_first_wave = (first_wave > 0) & (per_request <= WAVE_OVERSHOOT * osl)
+    generated = pl.when(in_first_wave).then(pl.min_horizontal(per_request, osl))
+    generated = generated.otherwise(osl / 2.0)
     slots = pp_size + async_depth if pp_size > 1 else 1
     out = tagged.with_columns(generated_est=generated).with_columns(
         mean_context=isl + pl.col("generated_est"),
@@ -159,7 +164,10 @@ STEADY_SHARE = 0.9
 
 def steady_lines(occupancy: pl.DataFrame) -> pl.DataFrame:
     """The lines of each phase's steady window (see ``occupancy_summary``)."""
-    peak = pl.col("running_est").max().over("phase")
+    # The peak of a level held over three lines: one line's estimate can jump (a wave that ends
+    # inside its window) and must not set the bar for the whole phase.
+    held = pl.col("running_est").rolling_median(3, min_samples=1, center=True).over("phase")
+    peak = held.max().over("phase")
     flagged = occupancy.sort("ts").with_columns(_high=pl.col("running_est") >= STEADY_SHARE * peak)
     flagged = flagged.with_columns(
         _run=(pl.col("_high") != pl.col("_high").shift(1)).fill_null(True).cum_sum().over("phase")

@@ -3,8 +3,10 @@
 A *phase* is one stretch of decoding, normally one benchmark run of a concurrency sweep.
 ``decode_phases`` finds them from pauses in the reference stage's decode lines, then places the
 benchmark's runs on the log's clock from the log's own evidence: the requests each phase had in
-flight at its peak (``#token`` over the runs' prompt plus half their output) must be close to
-what the run offered, and never above it. Runs and phases are matched in order by the
+flight at its peak must be close to what the run offered, and never above it. Without PP the peak is
+the largest ``#running-req`` (the whole batch); under PP a line shows one micro-batch, so the peak
+is counted from ``#token``: less the tokens generated since the phase began, what is left are
+prompts, and over the prompt length that is requests. Runs and phases are matched in order by the
 alignment that fits these counts best; a warm-up phase no run claims, or a run whose phase is
 missing, is left unmatched. A phase whose count does not fit its run (``PLACEMENT_RANGE``) is
 flagged and its ``offered`` stays null, so no finding judges it against the wrong load.
@@ -37,7 +39,7 @@ PHASE_COLUMNS: tuple[Column, ...] = (
     Column("bench_tok_s", _F, "output tok/s the benchmark measured for the phase"),
     Column("bench_tpot_ms", _F, "median time per output token the benchmark measured, ms"),
     Column("bench_run", _I, "the benchmark run placed on this phase (its order); null = none"),
-    Column("peak_running", _F, "requests in flight at the phase's peak, from #token"),
+    Column("peak_running", _F, "requests in flight at the phase's peak"),
     Column("placement", _F, "peak_running / offered: how well the run fits the phase (≤ 1)"),
     Column("placed", pl.Boolean(), "a run is placed on the phase and its count fits"),
 )
@@ -55,6 +57,13 @@ PREFILL_LOOKBACK_S = 30.0
 PLACEMENT_RANGE = (0.5, 1.2)
 """Peak requests in flight over the run's concurrency that count as this run's phase: a closed
 loop rarely keeps all of them in flight (ramp, refills), and never more."""
+
+QUEUED_FLOOR = 0.02
+"""The lower end of ``PLACEMENT_RANGE`` for a phase whose lines show requests queued: a request
+cap or a full KV pool keeps far fewer running than the run offered."""
+
+QUEUED_WEIGHT = 0.25
+"""Weight of a shortfall of running requests in a phase with queued requests (see ``_place``)."""
 
 
 def prompt_length(prefill: pl.DataFrame, chunked_prefill_size: int | None = None) -> float | None:
@@ -84,6 +93,7 @@ def decode_phases(
     *,
     gap_s: float | None = None,
     chunked_prefill_size: int | None = None,
+    pp_size: int | None = None,
 ) -> pl.DataFrame:
     """Stretches of decoding and the benchmark run placed on each (schema ``PHASES``).
 
@@ -98,16 +108,28 @@ def decode_phases(
         starts one when it is at least 4 s and twice the line interval around it (a PP layout
         with one busy slot logs every few seconds, a full one several times a second); when
         that finds fewer phases than benchmark runs, the most outstanding pauses are taken.
+    pp_size
+        The launch's ``pp_size``: above 1 a decode line's ``#running-req`` is one micro-batch.
+        By default, the stages that printed lines.
     """
     decode = reference_lines(batches, "decode").sort("ts")
     prefill = reference_lines(batches, "prefill").sort("ts")
     if not decode.height:
         return pl.DataFrame(schema=PHASES)
+    if "queue_req" not in decode.columns:  # a log format without #queue-req
+        decode = decode.with_columns(queue_req=pl.lit(None, pl.Int64))
+    if pp_size is None:
+        ranks = batches["pp"].drop_nulls() if "pp" in batches.columns else pl.Series([])
+        pp_size = int(ranks.max()) + 1 if ranks.len() else 1  # type: ignore[operator]
     runs = _bench_rows(bench_runs)
-    breaks = _phase_breaks(decode["ts"], gap_s, None)
+    pauses = _pauses(decode, prefill["ts"])
+    breaks = _phase_breaks(pauses, gap_s, None)
     if runs and gap_s is None and sum(breaks) + 1 < len(runs):
-        breaks = _phase_breaks(decode["ts"], None, len(runs))
+        breaks = _phase_breaks(pauses, None, len(runs))
     decode = decode.with_columns(_phase=pl.Series(breaks).cum_sum().cast(_I))
+    interval = (pl.col("ts").diff().dt.total_milliseconds() / 1000.0).over("_phase")
+    window = pl.coalesce(interval, interval.median().over("_phase"), pl.lit(0.0))
+    made = (pl.col("gen_tok_s").cast(_F).fill_null(0.0) * window).cum_sum().over("_phase")
     spans = (
         decode.group_by("_phase")
         .agg(
@@ -115,6 +137,9 @@ def decode_phases(
             end=pl.col("ts").max(),
             decode_lines=pl.len(),
             peak_token=pl.col("token").max(),
+            peak_prompts=(pl.col("token").cast(_F) - made).max(),
+            peak_req=pl.col("running_req").max(),
+            queued=(pl.col("queue_req").fill_null(0) > 0).any(),
         )
         .sort("_phase")
     )
@@ -135,6 +160,9 @@ def decode_phases(
                 "end": span["end"],
                 "decode_lines": span["decode_lines"],
                 "_peak_token": span["peak_token"],
+                "_peak": span["peak_req"] if pp_size <= 1 else None,
+                "_prompts": span["peak_prompts"],
+                "_queued": bool(span["queued"]),
                 "_prompt": prompt_length(window, chunked_prefill_size),
             }
         )
@@ -146,10 +174,11 @@ def decode_phases(
         if isl is None:
             isl, isl_from = row["_prompt"], "prefill lines"
         osl = b.get("output_len")
-        peak = _peak_running(row["_peak_token"], isl, osl)
+        peak = _peak_running(row, isl, osl)
         offered = b.get("offered")
         fit = peak / offered if peak is not None and offered else None
-        ok = fit is not None and PLACEMENT_RANGE[0] <= fit <= PLACEMENT_RANGE[1]
+        low = QUEUED_FLOOR if row["_queued"] else PLACEMENT_RANGE[0]
+        ok = fit is not None and low <= fit <= PLACEMENT_RANGE[1]
         out.append(
             {
                 "phase": row["phase"],
@@ -171,11 +200,20 @@ def decode_phases(
     return pl.DataFrame(out, schema=PHASES, orient="row")
 
 
-def _peak_running(token: Any, isl: float | None, osl: float | None) -> float | None:
-    """Requests in flight at a phase's peak: ``#token`` over prompt plus half the output."""
+def _peak_running(phase: dict[str, Any], isl: float | None, osl: float | None) -> float | None:
+    """Requests in flight at a phase's peak: the largest whole batch when lines show one, else
+    the prompt tokens ``#token`` holds over the prompt length, never below what ``#token``
+    holds with every request at its full length."""
+    if phase["_peak"] is not None:
+        return float(phase["_peak"])
+    token = phase["_peak_token"]
     if token is None or not isl or isl <= 0:
         return None
-    return float(token) / (isl + (osl or isl) / 2)
+    floor = float(token) / (isl + (osl or 0.0))
+    prompts = phase["_prompts"]
+    if prompts is None or not math.isfinite(prompts):
+        return floor
+    return max(floor, min(float(prompts), float(token)) / isl)
 
 
 def _bench_rows(runs: pl.DataFrame | None) -> list[dict[str, Any]]:
@@ -201,15 +239,16 @@ def _bench_rows(runs: pl.DataFrame | None) -> list[dict[str, Any]]:
 def _place(phases: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[int, dict]:
     """Runs matched to phases in order, by the alignment whose counts fit best.
 
-    Each pairing costs ``|log(peak running / offered)|`` (more running than offered costs
-    double: a run cannot have more in flight than it offered); a phase or run left unmatched
-    costs a fixed ``SKIP``. Without any count to compare, runs go to phases in order when
-    their numbers agree, and a single concurrency goes to every phase.
+    Each pairing costs ``|log(peak running / offered)|`` (more running than offered costs double: a
+    run cannot have more in flight than it offered; fewer costs a quarter when requests queued in
+    the phase, for a cap or a full KV pool holds them back); a phase or run left unmatched costs a
+    fixed ``SKIP``. Without any count to compare, runs go to phases in order when their numbers
+    agree, and a single concurrency goes to every phase.
     """
     if not runs:
         return {}
     n, m = len(phases), len(runs)
-    if all(p["_peak_token"] is None for p in phases):
+    if all(p["_peak_token"] is None and p["_peak"] is None for p in phases):
         if n == m:
             return {p["phase"]: r for p, r in zip(phases, runs, strict=True)}
         if len({r["offered"] for r in runs}) == 1:
@@ -218,11 +257,13 @@ def _place(phases: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[int
 
     def cost(p: dict[str, Any], r: dict[str, Any]) -> float:
         isl = r.get("input_len") or p["_prompt"]
-        peak = _peak_running(p["_peak_token"], isl, r.get("output_len"))
+        peak = _peak_running(p, isl, r.get("output_len"))
         if peak is None or not r["offered"] or peak <= 0:
             return SKIP  # nothing to judge by: as good as leaving it unmatched
         ratio = peak / r["offered"]
-        return abs(math.log(ratio)) * (2.0 if ratio > 1 else 1.0)
+        if ratio > 1:
+            return 2.0 * math.log(ratio)
+        return -math.log(ratio) * (QUEUED_WEIGHT if p["_queued"] else 1.0)
 
     # best[i][j]: least cost aligning the first i phases with the first j runs
     best = [[math.inf] * (m + 1) for _ in range(n + 1)]
@@ -255,9 +296,50 @@ SKIP = 1.0
 """Cost of leaving a phase or a run unmatched: as bad as a count off by a factor e."""
 
 
-def _phase_breaks(ts: pl.Series, gap_s: float | None, runs: int | None) -> list[bool]:
-    """For each decode line: does a new phase start there?"""
-    gaps = (ts.diff().dt.total_milliseconds() / 1000.0).alias("gap")
+def _idle_gaps(decode_ts: pl.Series, prefill_ts: pl.Series) -> pl.Series:
+    """For each decode line (in time order), the longest stretch without any line, decode or
+    prefill, since the decode line before it; null for the first.
+
+    Decoding pauses while a new wave of long prompts prefills, but the server is busy and logs
+    a line per prefill pass: only a stretch with no line at all is a pause between runs.
+    """
+    lines = pl.concat(
+        [
+            pl.DataFrame({"ts": decode_ts, "decode": True}),
+            pl.DataFrame({"ts": prefill_ts.cast(decode_ts.dtype), "decode": False}),
+        ]
+    ).sort("ts", "decode", descending=[False, True], maintain_order=True)
+    lines = lines.with_columns(
+        gap=pl.col("ts").diff().dt.total_milliseconds() / 1000.0,
+        group=pl.col("decode").cast(pl.Int64).cum_sum() - pl.col("decode").cast(pl.Int64),
+    )
+    longest = lines.group_by("group").agg(pl.col("gap").max())
+    index = pl.DataFrame({"group": range(decode_ts.len())}, schema={"group": pl.Int64})
+    gaps = index.join(longest.cast({"group": pl.Int64}), on="group", how="left").sort("group")
+    first = pl.Series([None], dtype=pl.Float64)
+    return pl.concat([first, gaps["gap"].slice(1).cast(pl.Float64)]).alias("gap")
+
+
+def _pauses(decode: pl.DataFrame, prefill_ts: pl.Series) -> pl.Series:
+    """For each decode line (in time order), the pause since the decode line before it that
+    could separate two runs; null where it cannot.
+
+    Two kinds of pause belong to one run: one after a line showing requests waiting (they are
+    admitted after it, as when a full KV pool re-prefills its queue), and one the server spent
+    prefilling a new wave of long prompts, logging a line per pass (``_idle_gaps``: under
+    ``MIN_PHASE_GAP_S`` without any line, and under half the pause).
+    """
+    gaps = decode["ts"].diff().dt.total_milliseconds() / 1000.0
+    idle = _idle_gaps(decode["ts"], prefill_ts)
+    waiting = (decode["queue_req"].fill_null(0) > 0).shift(1).fill_null(False)
+    busy = (idle < MIN_PHASE_GAP_S) & (idle < 0.5 * gaps)
+    frame = pl.DataFrame({"gap": gaps, "waiting": waiting, "busy": busy.fill_null(False)})
+    cut = pl.col("waiting") | pl.col("busy")
+    return frame.select(pl.when(cut).then(None).otherwise(pl.col("gap")).alias("gap")).to_series()
+
+
+def _phase_breaks(gaps: pl.Series, gap_s: float | None, runs: int | None) -> list[bool]:
+    """For each decode line: does a new phase start there? ``gaps`` are ``_pauses``."""
     if gap_s is not None:
         return (gaps > gap_s).fill_null(False).to_list()
     # How outstanding a pause is: over the typical interval just before and just after it.

@@ -73,13 +73,13 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("kv-cache-pressure", kv_cache_pressure),
     ("cuda-graph-miss", cuda_graph_miss),
     ("stage-imbalance", stage_imbalance),
-    ("gpu-idle-bubbles", gpu_idle_bubbles),
     ("prefill-interference", prefill_interference),
     ("queue-backlog", queue_backlog),
     ("pp-empty-async-slots", pp_empty_async_slots),
     ("pp-low-concurrency", pp_low_concurrency),
     ("pp-lockstep-logging", pp_lockstep_logging),
     ("unexplained-slowdown", unexplained_slowdown),
+    ("gpu-idle-bubbles", gpu_idle_bubbles),
     ("scaling-collapse", scaling_collapse),
 )
 """(id, rule) in tie-break order; every rule returns a finding with its own id or None. The last

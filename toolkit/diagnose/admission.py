@@ -24,7 +24,8 @@ import polars as pl
 from toolkit.analyze.effects import elasticity
 from toolkit.analyze.stages import reference_lines
 from toolkit.diagnose.finding import Finding, severity_of
-from toolkit.diagnose.thresholds import KV_FULL, NEAR_CAP, QUEUED_SHARE
+from toolkit.diagnose.slots import measured_round
+from toolkit.diagnose.thresholds import KV_FULL, MODEL_AGREEMENT, NEAR_CAP, QUEUED_SHARE
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["binding_limits", "queue_backlog", "queued_cost", "running_cap"]
@@ -116,7 +117,8 @@ def queued_cost(
 
     Measured when the run's own sweep shows how throughput grows with load below the offered
     one (elasticity ``e``: cost ``1 − (running/offered)^e``); else the serving model with the
-    limit relaxed (``relaxed`` layout changes); else assumed to grow in proportion.
+    limit relaxed (``relaxed`` layout changes), when it reproduces the phase's measured
+    throughput within ``MODEL_AGREEMENT``; else assumed to grow in proportion.
     """
     share = min(1.0, max(running, 1.0) / max(offered, 1))
     e = elasticity(ctx.throughput_curve, offered)
@@ -135,7 +137,9 @@ def queued_cost(
     isl, osl = span.get("input_len"), span.get("output_len")
     now = ctx.model_tok_s(ctx.layout, max(round(running), 1), isl, osl)
     free = ctx.model_tok_s(ctx.with_layout(**relaxed), offered, isl, osl)
-    if now and free:
+    seen = _measured_tok_s(ctx, phase)
+    agrees = now is not None and seen is not None and abs(now / seen - 1) <= MODEL_AGREEMENT
+    if now and free and agrees:
         impact = max(0.0, 1 - now / free)
         return (
             impact,
@@ -146,14 +150,33 @@ def queued_cost(
             ),
         )
     impact = 1 - share
+    model = ""
+    if now and seen:
+        model = (
+            f" The serving model does not reproduce this phase (≈{now:.0f} tok/s modelled, "
+            f"{seen:.0f} measured), so it does not size it."
+        )
     return (
         impact,
         "assumed",
         (
-            f" With no sweep to measure how throughput grows with load, it is assumed to grow in "
-            f"proportion: ≈{1 / share:.1f}× with all running (−{impact:.0%} as capped)."
+            f"{model} With no sweep to measure how throughput grows with load, it is assumed to "
+            f"grow in proportion: ≈{1 / share:.1f}× with all running (−{impact:.0%} as capped)."
         ),
     )
+
+
+def _measured_tok_s(ctx: RunAnalysis, phase: int) -> float | None:
+    """The decode throughput a phase measured: its requests over its round (``measured_round``)."""
+    rows = ctx.phase_summary.filter(pl.col("phase") == phase)
+    if not rows.height:
+        return None
+    row = rows.row(0, named=True)
+    rnd = measured_round(ctx, row)
+    running = row.get("running_est")
+    if rnd is None or not running or not math.isfinite(running):
+        return None
+    return running / rnd
 
 
 def running_cap(ctx: RunAnalysis) -> Finding | None:

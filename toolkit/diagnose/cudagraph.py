@@ -25,8 +25,10 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
     """A noticeable share of the generated tokens came from eager decode steps.
 
     The share is weighted by tokens (a window of eager steps at high load generates more than
-    one at low load); the slowdown is measured from the eager lines' time per token against the
-    graph lines' at neighbouring batch sizes, else an assumed factor, said so.
+    one at low load) and taken in the phase where it is largest: a sweep whose top load runs
+    eagerly loses that load's throughput, however short the phase. The slowdown is measured
+    from the eager lines' time per token against the graph lines' at neighbouring batch sizes,
+    else an assumed factor, said so.
     """
     devices = set(ctx.batches["graph_device"].drop_nulls().unique().to_list())
     if devices and not devices & GRAPH_DEVICES:
@@ -35,7 +37,7 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
     g = ctx.graphs
     if effect is None:
         return None
-    share = effect.eager_token_share
+    share = effect.phase_share
     if share < MIN_EAGER_SHARE or effect.eager_lines < 2:
         return None
     slowdown, basis = effect.slowdown, "measured"
@@ -72,18 +74,21 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
             f"the log holds no graph step near the eager batch sizes to compare, so an eager "
             f"step is assumed to take {slowdown}× a graph step"
         )
+    load = ctx.load_of(effect.phase)
     summary = (
-        f"{effect.eager_lines} of {effect.flagged_lines} sampled decode windows ran eagerly "
-        f"and generated {share:.0%} of the decode tokens: {cause}. {factor.capitalize()}: "
-        f"that costs ≈{impact:.0%} of decode throughput."
+        f"{effect.eager_lines} of {effect.flagged_lines} sampled decode windows ran eagerly; "
+        f"{load} they generated {share:.0%} of the decode tokens "
+        f"({effect.eager_token_share:.0%} over the run): {cause}. {factor.capitalize()}: that "
+        f"costs ≈{impact:.0%} of decode throughput {load}."
     )
     return Finding(
         id="cuda-graph-miss",
         severity=severity_of(impact),
-        title=f"{share:.0%} of decode tokens came from steps without a CUDA graph",
+        title=f"{share:.0%} of decode tokens {load} came from steps without a CUDA graph",
         summary=summary,
         evidence=effect.evidence.head(20),
         remedy=remedy,
         impact=impact,
         basis=basis,
+        phase=effect.phase,
     )

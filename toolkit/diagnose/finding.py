@@ -65,6 +65,8 @@ class Finding:
         Estimated share of throughput the finding explains, 0–1; None when not estimated.
     basis
         ``measured``, ``modelled`` or ``assumed``: where ``impact`` comes from.
+    phase
+        The phase (one benchmark load) ``impact`` was sized at; None for the whole run.
     """
 
     id: str
@@ -77,6 +79,7 @@ class Finding:
     run: str | None = None
     impact: float | None = None
     basis: str | None = None
+    phase: int | None = None
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -86,7 +89,8 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``ppscope diagnose --json``: id, severity, run, title, summary,
-        evidence (a list of row objects), remedy, impact and its basis."""
+        evidence (a list of row objects), remedy, impact, its basis and the phase it was
+        sized at."""
         return {
             "id": self.id,
             "severity": self.severity,
@@ -100,6 +104,7 @@ class Finding:
             "remedy": self.remedy,
             "impact": None if self.impact is None else round(self.impact, 4),
             "basis": self.basis,
+            "phase": self.phase,
         }
 
 

@@ -12,7 +12,7 @@ import polars as pl
 
 from toolkit.diagnose.admission import queued_cost
 from toolkit.diagnose.finding import Finding, severity_of
-from toolkit.diagnose.thresholds import KV_FULL, POOL_FULL, POOL_FULL_SHARE
+from toolkit.diagnose.thresholds import POOL_FULL, POOL_FULL_SHARE
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["kv_cache_pressure"]
@@ -30,7 +30,7 @@ def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
     evidence = _per_phase(ctx)
     blocked = float(decode["blocked_by_tokens"].mean() or 0.0) if decode.height else 0.0
     peak = decode["token_usage"].max() if decode.height else None
-    impact, basis, sizing = _impact(ctx)
+    impact, basis, sizing, phase = _impact(ctx)
     pool = ctx.derived["kv_pool_tokens"]
     parts = []
     if events:
@@ -68,6 +68,7 @@ def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
         ),
         impact=impact,
         basis=basis,
+        phase=phase,
     )
 
 
@@ -103,19 +104,33 @@ def _per_phase(ctx: RunAnalysis) -> pl.DataFrame:
     return out.cast(schema)
 
 
-def _impact(ctx: RunAnalysis) -> tuple[float | None, str | None, str]:
+def _impact(ctx: RunAnalysis) -> tuple[float | None, str | None, str, int | None]:
     """The cost of requests waiting on a full pool, in the worst such phase (``queued_cost``
-    with the pool unlimited): share, basis and the sentence that sizes it."""
-    worst: tuple[float | None, str | None, str] = (None, None, "")
-    for r in ctx.phase_summary.iter_rows(named=True):
-        if r["running_est"] is None:
+    with the pool unlimited): share, basis, the sentence that sizes it, and the phase.
+
+    A phase counts when some of its decode lines show requests waiting on a full pool. Its
+    running requests are the time-weighted mean over the whole phase, not its steady peak: a
+    full pool holds fewer at a time as contexts grow, retracts some, and leaves the queued
+    ones to run after the others finish.
+    """
+    worst: tuple[float | None, str | None, str, int | None] = (None, None, "", None)
+    pressed = _per_phase(ctx).filter(pl.col("blocked_lines") > 0)["phase"].to_list()
+    for phase in pressed:
+        lines = ctx.occupancy.filter(pl.col("phase") == phase).sort("ts")
+        if lines.height < 2:
             continue
-        if (r["token_usage"] or 0.0) < KV_FULL or (r["queue_req"] or 0.0) < 1:
+        seconds = (lines["ts"].diff().dt.total_milliseconds() / 1000.0).fill_null(0.0)
+        weights = seconds.to_list()
+        values = lines["running_est"].to_list()
+        pairs = [(w, v) for w, v in zip(weights, values, strict=True) if v is not None and w > 0]
+        total = sum(w for w, _ in pairs)
+        if total <= 0:
             continue
-        offered = r["offered"] or round(r["running_est"] + r["queue_req"])
-        found = queued_cost(
-            ctx, r["running_est"], offered, {"max_total_num_tokens": None}, r["phase"]
-        )
+        running = sum(w * v for w, v in pairs) / total
+        queued = lines["queue_req"].fill_null(0).cast(pl.Float64)
+        peak = float((lines["running_est"].fill_null(0.0) + queued).max() or 0.0)
+        offered = ctx.phase(phase).get("offered") or max(round(peak), 1)
+        found = queued_cost(ctx, running, offered, {"max_total_num_tokens": None}, phase)
         if found[0] is not None and (worst[0] is None or found[0] > worst[0]):
-            worst = found
+            worst = (*found, phase)
     return worst

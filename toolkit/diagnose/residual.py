@@ -1,24 +1,38 @@
-"""``unexplained-slowdown``: time per round the named causes and the serving model leave over.
+"""``unexplained-slowdown``: time per round the named causes and the layout leave over.
 
-The serving model of the run's model on its machine, calibrated on single-stream points, predicts
-the round (PP) or step (TP) of the run's busiest phase for the layout as it was packed (its layer
-split and the last stage's lm_head included). The causes found before on the same run that the
-model does not represent (eager decode, prefill stalls, retractions) lengthen that prediction by
-their own impacts; what the measured round still exceeds it by is unexplained: communication
-fences, slow kernels, a CPU-bound loop. Its share of the round is its impact.
+Two ways, the larger counts. Measured where the GPU trace allows: with the pipeline full (every
+stage a micro-batch under PP, or TP) the slowest stage has work all the time, so its idle share
+while decoding is time no stage spends computing. Eager decode steps found before in the same
+phase (``cuda-graph-miss``) idle the GPU between kernel launches and explain their part; the
+rest is unexplained.
+
+Modelled, which also sees kernels slower than they should be (a busy GPU): the serving model of
+the run's model on its machine, calibrated on single-stream points, predicts the round (PP) or
+step (TP) of the run's busiest phase for the layout as it was packed (its layer split and the
+last stage's lm_head included). The causes found before on the same run that the model does not
+represent (eager decode, prefill stalls, retractions) lengthen that prediction by their own
+impacts; what the measured round still exceeds it by is unexplained: communication fences, slow
+kernels, a CPU-bound loop. Its share of the round is its impact.
+
+A single-stream calibration puts whatever the weight reads leave over on the link (a PP hop, a
+TP all-reduce). When that comes out beyond ``PLAUSIBLE_LINK`` times what the interconnect costs
+(the machine's prior), it is not the link: the prediction keeps the prior and the excess counts
+as unexplained, at one request and at the load judged.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.model import Workload, predict
+from toolkit.analyze.model import Params, Workload, predict
+from toolkit.analyze.model.machine import prior
 from toolkit.diagnose.finding import Finding, severity_of
-from toolkit.diagnose.slots import measured_round
-from toolkit.diagnose.thresholds import MIN_UNEXPLAINED
+from toolkit.diagnose.slots import SLOT_TOLERANCE, measured_round
+from toolkit.diagnose.thresholds import MIN_UNEXPLAINED, PLAUSIBLE_LINK
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
@@ -45,14 +59,104 @@ def _busiest(ctx: RunAnalysis) -> dict[str, Any] | None:
     return best
 
 
+def _plausible(ctx: RunAnalysis) -> tuple[Params, list[tuple[str, str, float, float]]]:
+    """The fitted parameters with a link cost beyond ``PLAUSIBLE_LINK`` × its prior put back
+    to the prior; and (key, name, fitted, kept) for each one put back."""
+    params = ctx.params
+    assert params is not None and ctx.fit is not None
+    start, _ = prior(ctx.machine)
+    changes, notes = {}, []
+    for key, name in (("hop_s", "PP hop"), ("allreduce_s", "all-reduce")):
+        if key not in ctx.fit.fitted:
+            continue
+        fitted, kept = getattr(params.hardware, key), getattr(start, key)
+        if kept > 0 and fitted > PLAUSIBLE_LINK * kept:
+            changes[key] = kept
+            notes.append((key, name, fitted, kept))
+    if not changes:
+        return params, []
+    return replace(params, hardware=replace(params.hardware, **changes)), notes
+
+
 def unexplained_slowdown(ctx: RunAnalysis) -> Finding | None:
-    """The measured round exceeds what the model and the named causes account for."""
-    if ctx.params is None or ctx.fit is None or not ctx.fit.calibration:
-        return None
+    """The measured round exceeds what the layout and the named causes account for."""
     r = _busiest(ctx)
     if r is None:
         return None
     measured = measured_round(ctx, r)
+    if measured is None:
+        return None
+    named = [
+        f
+        for f in ctx.found
+        if f.id in UNMODELLED and f.impact and (f.phase is None or f.phase == r["phase"])
+    ]
+    idle = _from_idle(ctx, r, measured, named) if _measurable(ctx, r) else None
+    modelled = _from_model(ctx, r, measured, named)
+    found = [f for f in (idle, modelled) if f is not None]
+    return max(found, key=lambda f: f.impact or 0.0) if found else None
+
+
+def _measurable(ctx: RunAnalysis, r: dict[str, Any]) -> bool:
+    """Whether the GPU trace covers the phase and every stage had a micro-batch in it (always,
+    without PP): then the slowest stage's idle time is measured, not modelled."""
+    active = r["active_slots_est"]
+    full = ctx.pp == 1 or (active is not None and active >= ctx.pp - SLOT_TOLERANCE)
+    busy = ctx.busy_by_phase
+    if not full or busy is None:
+        return False
+    rows = busy.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
+    return rows.height > 0
+
+
+def _from_idle(
+    ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Finding]
+) -> Finding | None:
+    """The slowest stage's idle share in a full pipeline, less what eager steps explain."""
+    assert ctx.busy_by_phase is not None
+    rows = ctx.busy_by_phase.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
+    top = rows.sort("busy_pct", descending=True).row(0, named=True)
+    idle = 1.0 - min(float(top["busy_pct"]) / 100.0, 1.0)
+    eager = [f for f in named if f.id == "cuda-graph-miss"]
+    explained = min(idle, sum(float(f.impact or 0.0) for f in eager))
+    share = idle - explained
+    if share < MIN_UNEXPLAINED:
+        return None
+    gap = share * measured
+    unit = _unit(ctx)
+    stage = f"stage {top['pp']}" if ctx.pp > 1 else "the busiest GPU"
+    causes = (
+        f"; eager decode steps (cuda-graph-miss) explain {explained:.0%} of it"
+        if explained > 0
+        else ""
+    )
+    evidence = rows.select("phase", "pp", "gpus", pl.col("busy_pct").round(1), "metric").sort("pp")
+    return Finding(
+        id="unexplained-slowdown",
+        severity=severity_of(share),
+        title=f"{gap * 1e3:.0f} ms per {unit} with no stage computing, that no finding explains",
+        summary=(
+            f"{ctx.load_of(r['phase']).capitalize()} every stage had work "
+            f"(~{r['running_est']:.0f} requests running), so the slowest stage should compute "
+            f"all the time; {stage} was busy {top['busy_pct']:.0f}% ({top['metric']} in the GPU "
+            f"trace), idle {idle:.0%} of each {measured * 1e3:.0f} ms {unit}{causes}. The other "
+            f"{share:.0%}, {gap * 1e3:.0f} ms per {unit}{_per_stage(ctx, gap)}, is unexplained: "
+            "communication fences between stages, a CPU-bound loop, or waits on the host."
+        ),
+        evidence=evidence,
+        remedy=_remedy(ctx),
+        impact=share,
+        basis="measured",
+        phase=r["phase"],
+    )
+
+
+def _from_model(
+    ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Finding]
+) -> Finding | None:
+    """The measured round against the serving model's, lengthened by the named causes."""
+    if ctx.params is None or ctx.fit is None or not ctx.fit.calibration:
+        return None
     phase = ctx.phase(r["phase"])
     running = max(round(r["running_est"]), 1)
     isl = max(round(phase.get("input_len") or 1000), 1)
@@ -60,13 +164,13 @@ def unexplained_slowdown(ctx: RunAnalysis) -> Finding | None:
     layout = ctx.layout
     if ctx.pp > 1 and r["slot_req"]:
         layout = ctx.with_layout(pp_max_micro_batch_size=max(round(r["slot_req"]), 1))
+    params, implausible = _plausible(ctx)
     try:
-        model_round = predict(layout, Workload(running, isl, osl), ctx.params).round_s
+        model_round = predict(layout, Workload(running, isl, osl), params).round_s
     except (ToolkitError, ZeroDivisionError, ValueError):
         return None
-    if measured is None or not math.isfinite(model_round) or model_round <= 0:
+    if not math.isfinite(model_round) or model_round <= 0:
         return None
-    named = [f for f in ctx.found if f.id in UNMODELLED and f.impact]
     explained = model_round
     for f in named:
         explained /= max(1e-3, 1 - float(f.impact or 0.0))
@@ -74,7 +178,7 @@ def unexplained_slowdown(ctx: RunAnalysis) -> Finding | None:
     share = gap / measured
     if share < MIN_UNEXPLAINED:
         return None
-    unit = "round" if ctx.pp > 1 else "step"
+    unit = _unit(ctx)
     causes = f" after the {', '.join(f.id for f in named)} found here" if named else ""
     sources = ctx.fit.sources
     constants = "; ".join(f"{k} {v}" for k, v in sources.items())
@@ -92,7 +196,15 @@ def unexplained_slowdown(ctx: RunAnalysis) -> Finding | None:
             }
         ]
     )
-    per_stage = f", {gap / ctx.pp * 1e3:.1f} ms per stage pass" if ctx.pp > 1 else ""
+    link = ""
+    if implausible:
+        link = " " + " ".join(
+            f"The single-stream calibration would put {fitted * 1e3:.2f} ms on each {name}, "
+            f"{fitted / kept:.0f}× what it costs on this interconnect ({kept * 1e3:.2f} ms, "
+            f"{sources.get(key, 'prior')}): that is not the link, so the model keeps the "
+            "latter and the excess counts here."
+            for key, name, fitted, kept in implausible
+        )
     severity = severity_of(share)
     guessed = [k for k, v in sources.items() if k == "hbm_bytes_s" and v.startswith("assumed")]
     if guessed and severity == "high":
@@ -106,19 +218,34 @@ def unexplained_slowdown(ctx: RunAnalysis) -> Finding | None:
             f"of {ctx.model.describe()} on {ctx.machine.describe()} expects "
             f"{model_round * 1e3:.0f} ms for the layout as packed"
             f"{causes}, {explained * 1e3:.0f} ms. The other {gap * 1e3:.0f} ms per {unit}"
-            f"{per_stage} ({share:.0%} of it) is unexplained: communication fences between "
-            f"stages, kernels slower than the weight reads, or a CPU-bound loop. Model constants: "
-            f"{constants}."
+            f"{_per_stage(ctx, gap)} ({share:.0%} of it) is unexplained: communication fences "
+            f"between stages, kernels slower than the weight reads, or a CPU-bound loop.{link} "
+            f"Model constants: {constants}."
         ),
         evidence=evidence,
-        remedy=(
+        remedy=_remedy(ctx),
+        impact=share,
+        basis="modelled",
+        phase=r["phase"],
+    )
+
+
+def _unit(ctx: RunAnalysis) -> str:
+    return "round" if ctx.pp > 1 else "step"
+
+
+def _per_stage(ctx: RunAnalysis, gap: float) -> str:
+    return f", {gap / ctx.pp * 1e3:.1f} ms per stage pass" if ctx.pp > 1 else ""
+
+
+def _remedy(ctx: RunAnalysis) -> str:
+    if ctx.pp > 1:
+        return (
             "Profile one stage (torch profiler via /start_profile, or nsys) at this load and "
             "compare run_batch against recv and process_batch_result; newer SGLang releases "
             "overlap PP communication (SGLANG_PP_COMM_OVERLAP)."
-            if ctx.pp > 1
-            else "Profile a decode step at this load (torch profiler via /start_profile, or "
-            "nsys): all-reduce time, kernel time and CPU gaps."
-        ),
-        impact=share,
-        basis="modelled",
+        )
+    return (
+        "Profile a decode step at this load (torch profiler via /start_profile, or nsys): "
+        "all-reduce time, kernel time and CPU gaps."
     )

@@ -283,13 +283,27 @@ def _busy_when_full(ctx: RunAnalysis, phases: list[int]) -> pl.DataFrame | None:
     )
 
 
+IDLE_CAUSES = (
+    "pp-underfilled-slots",
+    "pp-low-concurrency",
+    "cuda-graph-miss",
+    "stage-imbalance",
+    "unexplained-slowdown",
+)
+"""Findings that account for idle GPUs: a decoding GPU idles because of one of them."""
+
+
 def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
-    """GPUs idle while requests decode, beyond what the slot occupancy explains."""
+    """GPUs idle while requests decode: a symptom, attributed to the findings that explain it.
+
+    Severity stays ``info`` when the occupancy or a finding on the same run explains the idle
+    time (the cost is that finding's); idle time beyond the occupancy that no finding explains
+    is sized here.
+    """
     rows = _phase_idle(ctx)
     idle = [r for r in rows if r["idle"] >= IDLE]
     if not idle:
         return None
-    unexplained = [r for r in idle if (r["unexplained"] or 0.0) >= UNEXPLAINED]
     evidence = pl.DataFrame(
         [
             {k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()}
@@ -307,7 +321,13 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
         },
         orient="row",
     )
-    if unexplained:
+    causes = [
+        f.id
+        for f in ctx.found
+        if (f.id in IDLE_CAUSES and f.severity != "info") or f.id == "pp-low-concurrency"
+    ]
+    unexplained = [r for r in idle if (r["unexplained"] or 0.0) >= UNEXPLAINED]
+    if unexplained and not causes:
         worst = max(unexplained, key=lambda r: r["unexplained"])
         busy, expected_busy = worst["busy"], 1 - worst["expected_idle"]
         impact = max(0.0, 1 - busy / expected_busy) if expected_busy > 0 else None
@@ -320,7 +340,8 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
                 f"({worst['metric']}), while the occupancy (~{worst['active_slots_est']:.0f} "
                 f"active slots) lets the serving model expect {expected_busy:.0%}: "
                 f"{worst['unexplained']:.0%} of each GPU's time is bubbles the slots do not "
-                "explain (communication fences, a CPU-bound loop, or slow kernels)."
+                "explain (communication fences, a CPU-bound loop, or slow kernels), and no "
+                "finding here accounts for them."
             ),
             evidence=evidence,
             remedy=(
@@ -330,20 +351,33 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
                 "communication off the compute stream."
             ),
             impact=impact,
+            basis="modelled",
+            phase=worst["phase"],
         )
     worst = max(idle, key=lambda r: r["idle"])
+    expected = worst["expected_idle"]
+    model = (
+        f"; with ~{worst['active_slots_est']:.0f} active slots for {ctx.pp} stages the serving "
+        f"model expects {expected:.0%} idle"
+        if expected is not None and worst["active_slots_est"] is not None
+        else ""
+    )
+    why = (
+        f"Accounted for by {', '.join(causes)} (their impact is the cost)."
+        if causes
+        else "The occupancy accounts for it."
+    )
     return Finding(
         id="gpu-idle-bubbles",
         severity="info",
-        title=f"GPUs idle {worst['idle']:.0%} while decoding, as the occupancy predicts",
+        title=f"GPUs idle {worst['idle']:.0%} while decoding at {worst['offered']} requests",
         summary=(
             f"In phase {worst['phase']} the GPUs were busy {worst['busy']:.0%} "
-            f"({worst['metric']}); with ~{worst['active_slots_est']:.0f} active slots for "
-            f"{ctx.pp} stages the serving model expects about that much idle time, so the "
-            "bubbles are the occupancy's doing (see pp-underfilled-slots / pp-low-concurrency)."
+            f"({worst['metric']}){model}. {why}"
         ),
         evidence=evidence,
-        remedy="Fill the slots first, then look again for bubbles the occupancy leaves open.",
+        remedy="Act on the findings that explain the idle time, then look again.",
+        phase=worst["phase"],
     )
 
 

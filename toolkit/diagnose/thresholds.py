@@ -23,6 +23,7 @@ SLOT_TOLERANCE = 0.5  # active-slot estimates carry ~10 % noise: half a slot sho
 QUEUED_SHARE = 0.3  # a phase is queued when this share of its decode lines has waiters
 KV_FULL = 0.85  # token usage at which the pool, not a request cap, holds admission
 NEAR_CAP = 0.9  # running at this share of max_running_requests counts as at the cap
+MODEL_AGREEMENT = 0.25  # the model sizes a phase only if it reproduces its tok/s this closely
 
 # KV pool
 POOL_FULL = 0.95  # token usage counted as a full pool
@@ -43,3 +44,4 @@ BEHIND = 0.8  # ... while delivering less than this share of the other layout
 DECLINE = 0.9  # more load giving less than this share of the throughput
 MIN_PREFILL_LOSS = 0.05  # decode throughput lost to prefill windows worth a finding
 MIN_UNEXPLAINED = 0.10  # share of a round the model cannot explain worth a finding
+PLAUSIBLE_LINK = 3.0  # a fitted hop or all-reduce beyond this multiple of its prior is no link cost

@@ -18,8 +18,10 @@ True
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from importlib import resources
 from typing import Any
 
 from toolkit.analyze.model.spec import ModelSpec
@@ -32,207 +34,29 @@ SUPPLY_CONFIG = (
 )
 """What a report says when the model is unknown."""
 
-_LLAMA3 = {"vocab_size": 128256, "num_key_value_heads": 8, "max_position_embeddings": 131072}
-_QWEN3 = {"vocab_size": 151936, "max_position_embeddings": 40960, "head_dim": 128}
-_DEEPSEEK_V3 = {
-    "num_hidden_layers": 61,
-    "hidden_size": 7168,
-    "num_attention_heads": 128,
-    "q_lora_rank": 1536,
-    "kv_lora_rank": 512,
-    "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64,
-    "v_head_dim": 128,
-    "intermediate_size": 18432,
-    "moe_intermediate_size": 2048,
-    "n_routed_experts": 256,
-    "n_shared_experts": 1,
-    "num_experts_per_tok": 8,
-    "first_k_dense_replace": 3,
-    "vocab_size": 129280,
-    "max_position_embeddings": 163840,
-    "quantization_config": {"quant_method": "fp8"},
-}
-_GLM45 = {
-    "hidden_size": 5120,
-    "num_attention_heads": 96,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "intermediate_size": 12288,
-    "moe_intermediate_size": 1536,
-    "n_routed_experts": 160,
-    "n_shared_experts": 1,
-    "num_experts_per_tok": 8,
-    "first_k_dense_replace": 3,
-    "num_hidden_layers": 92,
-    "vocab_size": 151552,
-    "max_position_embeddings": 131072,
-}
+_TABLE: dict[str, dict[str, Any]] = tomllib.loads(
+    (resources.files(__package__) / "known_models.toml").read_text(encoding="utf-8")
+)
 
 KNOWN_MODELS: dict[str, dict[str, Any]] = {
-    "Llama-3.1-8B": {
-        **_LLAMA3,
-        "num_hidden_layers": 32,
-        "hidden_size": 4096,
-        "num_attention_heads": 32,
-        "intermediate_size": 14336,
-    },
-    "Llama-3.1-70B": {
-        **_LLAMA3,
-        "num_hidden_layers": 80,
-        "hidden_size": 8192,
-        "num_attention_heads": 64,
-        "intermediate_size": 28672,
-    },
-    "Llama-3.1-405B": {
-        **_LLAMA3,
-        "num_hidden_layers": 126,
-        "hidden_size": 16384,
-        "num_attention_heads": 128,
-        "intermediate_size": 53248,
-    },
-    "Qwen3-8B": {
-        **_QWEN3,
-        "num_hidden_layers": 36,
-        "hidden_size": 4096,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "intermediate_size": 12288,
-    },
-    "Qwen3-14B": {
-        **_QWEN3,
-        "num_hidden_layers": 40,
-        "hidden_size": 5120,
-        "num_attention_heads": 40,
-        "num_key_value_heads": 8,
-        "intermediate_size": 17408,
-    },
-    "Qwen3-32B": {
-        **_QWEN3,
-        "num_hidden_layers": 64,
-        "hidden_size": 5120,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 8,
-        "intermediate_size": 25600,
-    },
-    "Qwen3-30B-A3B": {
-        **_QWEN3,
-        "num_hidden_layers": 48,
-        "hidden_size": 2048,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 4,
-        "moe_intermediate_size": 768,
-        "num_experts": 128,
-        "num_experts_per_tok": 8,
-    },
-    "Qwen3-235B-A22B": {
-        **_QWEN3,
-        "num_hidden_layers": 94,
-        "hidden_size": 4096,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 4,
-        "moe_intermediate_size": 1536,
-        "num_experts": 128,
-        "num_experts_per_tok": 8,
-    },
-    "DeepSeek-V3": _DEEPSEEK_V3,
-    "DeepSeek-R1": _DEEPSEEK_V3,
-    "Kimi-K2": {
-        **_DEEPSEEK_V3,
-        "num_attention_heads": 64,
-        "n_routed_experts": 384,
-        "first_k_dense_replace": 1,
-        "vocab_size": 163840,
-        "max_position_embeddings": 262144,
-        # K2-Thinking and K2.x ship INT4 (group 32) experts; the first release FP8 weights
-        "quantization_config": {"quant_method": "compressed-tensors", "bits": 4, "group_size": 32},
-    },
-    "GLM-4.5": _GLM45,
-    "GLM-4.6": _GLM45,
-    "GLM-4.5-Air": {
-        **_GLM45,
-        "hidden_size": 4096,
-        "intermediate_size": 10944,
-        "moe_intermediate_size": 1408,
-        "n_routed_experts": 128,
-        "first_k_dense_replace": 1,
-        "num_hidden_layers": 46,
-    },
-    "gpt-oss-120b": {
-        "num_hidden_layers": 36,
-        "hidden_size": 2880,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 8,
-        "head_dim": 64,
-        "moe_intermediate_size": 2880,
-        "num_local_experts": 128,
-        "num_experts_per_tok": 4,
-        "vocab_size": 201088,
-        "max_position_embeddings": 131072,
-        "quantization_config": {"quant_method": "mxfp4"},
-    },
-    "gpt-oss-20b": {
-        "num_hidden_layers": 24,
-        "hidden_size": 2880,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 8,
-        "head_dim": 64,
-        "moe_intermediate_size": 2880,
-        "num_local_experts": 32,
-        "num_experts_per_tok": 4,
-        "vocab_size": 201088,
-        "max_position_embeddings": 131072,
-        "quantization_config": {"quant_method": "mxfp4"},
-    },
-    "Mixtral-8x7B": {
-        "num_hidden_layers": 32,
-        "hidden_size": 4096,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "moe_intermediate_size": 14336,
-        "num_local_experts": 8,
-        "num_experts_per_tok": 2,
-        "vocab_size": 32000,
-        "max_position_embeddings": 32768,
-    },
-    "Mixtral-8x22B": {
-        "num_hidden_layers": 56,
-        "hidden_size": 6144,
-        "num_attention_heads": 48,
-        "num_key_value_heads": 8,
-        "moe_intermediate_size": 16384,
-        "num_local_experts": 8,
-        "num_experts_per_tok": 2,
-        "vocab_size": 32768,
-        "max_position_embeddings": 65536,
-    },
+    key: {k: v for k, v in entry.items() if k != "aliases"} for key, entry in _TABLE.items()
 }
-"""Architectures of well-known public models, in ``config.json`` keys, by a short id."""
+"""Architectures of well-known public models (``known_models.toml``), by a short id."""
 
-# Id fragments → table key; the first that a normalized model id contains wins (longest first).
-_ALIASES: tuple[tuple[str, str], ...] = (
-    ("llama-3.1-405b", "Llama-3.1-405B"),
-    ("llama-3.1-70b", "Llama-3.1-70B"),
-    ("llama-3.3-70b", "Llama-3.1-70B"),
-    ("llama-3-70b", "Llama-3.1-70B"),
-    ("llama-3.1-8b", "Llama-3.1-8B"),
-    ("llama-3-8b", "Llama-3.1-8B"),
-    ("qwen3-235b-a22b", "Qwen3-235B-A22B"),
-    ("qwen3-30b-a3b", "Qwen3-30B-A3B"),
-    ("qwen3-32b", "Qwen3-32B"),
-    ("qwen3-14b", "Qwen3-14B"),
-    ("qwen3-8b", "Qwen3-8B"),
-    ("deepseek-v3", "DeepSeek-V3"),
-    ("deepseek-r1", "DeepSeek-R1"),
-    ("kimi-k2", "Kimi-K2"),
-    ("glm-4.5-air", "GLM-4.5-Air"),
-    ("glm-4.6", "GLM-4.6"),
-    ("glm-4.5", "GLM-4.5"),
-    ("gpt-oss-120b", "gpt-oss-120b"),
-    ("gpt-oss-20b", "gpt-oss-20b"),
-    ("mixtral-8x22b", "Mixtral-8x22B"),
-    ("mixtral-8x7b", "Mixtral-8x7B"),
+_ALIASES: tuple[tuple[str, str], ...] = tuple(
+    sorted(
+        ((fragment, key) for key, entry in _TABLE.items() for fragment in entry["aliases"]),
+        key=lambda pair: -len(pair[0]),
+    )
 )
+"""(id fragment, table key), longest fragment first: the first a normalized id contains wins."""
+
+_ID_PRECISION: tuple[tuple[re.Pattern[str], dict[str, Any]], ...] = (
+    (re.compile(r"nvfp4|mxfp4|fp4"), {"quant_method": "mxfp4"}),
+    (re.compile(r"fp8|w8a8"), {"quant_method": "fp8"}),
+    (re.compile(r"awq|gptq|int4|w4a16|4bit"), {"quant_method": "awq", "bits": 4}),
+)
+"""Precision a model id states (``...-FP8-dynamic``, ``...-AWQ``), for a table entry."""
 
 
 @dataclass(frozen=True)
@@ -298,8 +122,14 @@ def model_spec(
     key = table_key(model_id)
     if key is None:
         return ModelIdentity(model_id, id_from, None, "unknown")
-    spec = spec_from_config(KNOWN_MODELS[key], name=key)
-    return ModelIdentity(model_id, id_from, _with_context(spec, context_len), f"table: {key}")
+    entry, precision = dict(KNOWN_MODELS[key]), ""
+    for pattern, quant in _ID_PRECISION:
+        if pattern.search(str(model_id).lower()):
+            entry["quantization_config"], precision = quant, ", precision from the id"
+            break
+    spec = spec_from_config(entry, name=key)
+    source = f"table: {key}{precision}"
+    return ModelIdentity(model_id, id_from, _with_context(spec, context_len), source)
 
 
 def _with_context(spec: ModelSpec, context_len: int | None) -> ModelSpec:
@@ -347,7 +177,15 @@ def _bits(config: Mapping[str, Any]) -> tuple[float, float, str]:
 
 
 def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
-    """Bytes one decode step reads, from ``config.json`` keys (dense, GQA, MLA and MoE)."""
+    """Bytes one decode step reads, from ``config.json`` keys (dense, GQA, MLA and MoE).
+
+    A multimodal config's ``text_config`` is the language model's. MoE layers every
+    ``interleave_moe_layer_step``-th layer (Llama 4) leave the others dense, with an FFN of
+    ``intermediate_size_mlp``; they are counted with the leading dense layers.
+    """
+    text = config.get("text_config")
+    if isinstance(text, Mapping):
+        config = {**config, **text}
     layers = _int(config, "num_hidden_layers", "n_layer", "num_layers")
     hidden = _int(config, "hidden_size", "d_model", "n_embd")
     heads = _int(config, "num_attention_heads", "n_head")
@@ -356,10 +194,15 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
     vocab = _int(config, "vocab_size")
     experts = _int(config, "n_routed_experts", "num_experts", "num_local_experts", default=0)
     top_k = _int(config, "num_experts_per_tok", "moe_topk", default=0) if experts else 0
-    shared = _int(config, "n_shared_experts", "num_shared_experts", default=0)
-    dense_inter = _int(config, "intermediate_size", default=0)
-    moe_inter = _int(config, "moe_intermediate_size", default=dense_inter)
-    first_dense = _int(config, "first_k_dense_replace", default=0) if experts else layers
+    llama4 = str(config.get("model_type", "")).startswith("llama4")
+    shared = _int(config, "n_shared_experts", "num_shared_experts", default=int(llama4))
+    dense_inter = _int(config, "intermediate_size_mlp", "intermediate_size", default=0)
+    moe_inter = _int(config, "moe_intermediate_size", "intermediate_size", default=0)
+    first_dense = layers
+    if experts:
+        leading = _int(config, "first_k_dense_replace", default=0)
+        step = max(_int(config, "interleave_moe_layer_step", default=1), 1)
+        first_dense = layers - (layers - leading) // step
     if config.get("kv_lora_rank"):  # multi-head latent attention (DeepSeek-V3 family)
         q_lora = _int(config, "q_lora_rank", default=0)
         kv_lora = _int(config, "kv_lora_rank")
