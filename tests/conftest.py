@@ -33,6 +33,8 @@ settings.register_profile(
     ],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+# A notebook cell of the test data runs in seconds: a hung kernel fails its test in minutes.
+os.environ.setdefault("PPSCOPE_CELL_TIMEOUT_S", "600")
 
 DATA = TEST_DATA
 

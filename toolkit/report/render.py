@@ -70,7 +70,12 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 KERNEL = "python3"
 CELL_TIMEOUT_S = 3600
 """A cell still running after this long fails the render (a hung kernel must not hang CI);
-parsing a multi-GB log takes minutes, not an hour."""
+parsing a multi-GB log takes minutes, not an hour. ``PPSCOPE_CELL_TIMEOUT_S`` overrides it."""
+
+
+def _cell_timeout_s() -> int:
+    value = os.environ.get("PPSCOPE_CELL_TIMEOUT_S", "")
+    return int(value) if value.isdigit() and int(value) > 0 else CELL_TIMEOUT_S
 
 
 class ReportError(ToolkitError):
@@ -432,12 +437,12 @@ def render(
                     kernel_name=KERNEL,
                     progress_bar=progress,
                     start_timeout=120,
-                    execution_timeout=CELL_TIMEOUT_S,
+                    execution_timeout=_cell_timeout_s(),
                 )
             except PapermillExecutionError as e:
                 failure = f"{e.ename}: {e.evalue}"
             except CellTimeoutError:
-                failure = f"still running after {CELL_TIMEOUT_S} s, stopped"
+                failure = f"still running after {_cell_timeout_s()} s, stopped"
         if not executed.is_file():  # stopped before papermill saved anything
             raise ReportError(f"{nb_path.name}: {failure or 'the kernel did not start'}")
         nb = nbformat.read(executed, as_version=4)
