@@ -26,6 +26,8 @@ def test_parse_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert launch["server_args"]["pp_size"] == 8
     assert launch["server_args"]["pp_async_batch_depth"] == 8
     assert launch["startup"]["max_total_num_tokens"] == 327680
+    assert launch["batch_lines"] == 32 and launch["start"] <= launch["end"]
+    assert out["runs"] == []  # a file, not a run directory
 
 
 def test_parse_json_is_strict_json_with_non_finite_values(
@@ -60,3 +62,23 @@ def test_strict_parse_fails_with_location(capsys: pytest.CaptureFixture[str]) ->
 def test_missing_path_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["parse", "no/such/file.log"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_parse_places_each_benchmark_run_on_the_log_clock(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The sample PP8 run: seven benchmark runs (c = 1 … 64), each on its own phase, with the
+    requests the log shows in flight next to what the run offered."""
+    sample = Path(__file__).resolve().parents[2] / "data" / "incident" / "pp8"
+    assert main(["parse", "--json", "--no-cache", "-q", str(sample)]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    phases = run["phases"]
+    assert [p["offered"] for p in phases] == [1, 2, 4, 8, 16, 32, 64]
+    assert [p["bench_run"] for p in phases] == list(range(7))
+    for p in phases:
+        assert p["start"] < p["end"]
+        assert p["peak_running"] == pytest.approx(p["offered"], rel=0.05)
+    assert main(["parse", "--no-cache", "-q", str(sample)]) == 0
+    text = capsys.readouterr().out
+    assert "[run: benchmark phases on the log's clock]" in text
+    assert "placement" in text

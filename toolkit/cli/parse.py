@@ -1,10 +1,13 @@
 """``ppscope parse``: recognize each input file and say what it holds.
 
 Every file is sniffed by content: SGLang server logs (line counts per kind, tables, untyped
-batch lines, each launch with its parallel settings), benchmark results, GPU traces and
-``run.toml``. One unreadable file is reported and the others still load; the exit code is then
-1. ``--json`` prints ``{"files": [...]}`` with every launch; the text shows at most
-``LAUNCHES_SHOWN`` launches per file and summarizes the rest.
+batch lines, each launch with its span and parallel settings), benchmark results, GPU traces
+and ``run.toml``. One unreadable file is reported and the others still load; the exit code is
+then 1. For a run directory it also shows where each benchmark run was placed on the log's clock
+(``PHASE_COLUMNS``): the phase's span, what the run offered, the peak running the log shows and
+their ratio, the placement's confidence. ``--json`` prints ``{"files": [...], "runs": [{"path",
+"phases"}...]}`` with every launch; the text shows at most ``LAUNCHES_SHOWN`` launches per file
+and summarizes the rest.
 """
 
 from __future__ import annotations
@@ -13,17 +16,22 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from toolkit.cli.options import add_json, add_output, add_quiet
-from toolkit.cli.output import Progress, emit, to_json
+from toolkit.cli.output import Progress, emit, frame_lines, to_json, wrapped
 from toolkit.errors import ToolkitError
+from toolkit.load.assembly import launch_spans
 from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench import sniff_bench_format
 from toolkit.load.bench.results import summarize_bench_file
 from toolkit.load.gpu import FORMATS as GPU_FORMATS
 from toolkit.load.gpu.trace import summarize_gpu_file
+from toolkit.load.run import load_run
 from toolkit.load.run_config import read_run_config
 from toolkit.load.sglang.log import load_sglang_log
 from toolkit.load.sniff import expand, sniff
+from toolkit.run_analysis import RunAnalysis
 
 NAME = "parse"
 HELP = "recognize input files and summarize what each holds"
@@ -35,6 +43,7 @@ examples:
   ppscope parse gpu.csv --gpu-fields timestamp,index,utilization.gpu
 """
 LAUNCHES_SHOWN = 6
+PHASE_COLUMNS = ("phase", "start", "end", "offered", "peak_running", "placement", "bench_run")
 SETTINGS = (
     "tp_size",
     "pp_size",
@@ -94,11 +103,48 @@ def run(args: argparse.Namespace) -> int:
                         raise
                     failed += 1
                     files.append({"path": str(path), "format": "error", "error": str(e)})
+    runs = [run_phases(p, cache=not args.no_cache) for p in args.paths if p.is_dir()]
+    runs = [r for r in runs if r is not None]
     if args.json:
-        emit(to_json({"files": files}), args.output)
+        document = {"files": files, "runs": [{**r, "phases": r["phases"].to_dicts()} for r in runs]}
+        emit(to_json(document), args.output)
     else:
-        emit("\n".join(describe(f) for f in files), args.output)
+        blocks = [describe(f) for f in files] + [describe_phases(r) for r in runs]
+        emit("\n".join(blocks), args.output)
     return 1 if failed else 0
+
+
+def run_phases(directory: Path, *, cache: bool = True) -> dict[str, Any] | None:
+    """Where a run directory's benchmark runs sit on its log's clock; None without a log."""
+    try:
+        ctx = RunAnalysis(load_run(directory, cache=cache))
+        if ctx.run.log is None:
+            return None
+        phases = ctx.phases
+    except ToolkitError:
+        return None  # the file blocks above say what could not be read
+    return {"path": str(directory), "phases": phases.select(PHASE_COLUMNS)}
+
+
+def describe_phases(run: dict[str, Any]) -> str:
+    """The text block of a run directory's phases."""
+    phases: pl.DataFrame = run["phases"]
+    lines = [f"{run['path']}  [run: benchmark phases on the log's clock]"]
+    if not phases.height:
+        return "\n".join([*lines, "  no decode lines: no phases"])
+    shown = phases.with_columns(
+        pl.col("start", "end").dt.strftime("%H:%M:%S"),
+        pl.col("peak_running").round(1),
+        pl.col("placement").round(2),
+    )
+    lines += frame_lines(shown, 50, indent="  ")
+    unplaced = phases.filter(pl.col("offered").is_null())["phase"].to_list()
+    if unplaced:
+        lines.append(
+            f"  phases {', '.join(map(str, unplaced))}: no benchmark run fits (peak running over "
+            "offered outside the placement range); not judged against a load"
+        )
+    return "\n".join(lines)
 
 
 def summarize(
@@ -122,7 +168,14 @@ def summarize(
             }
         ]
     if fmt == "sglang-log":
-        out = list(load_sglang_log(path, strict=strict, cache=cache).summary()["files"])
+        log = load_sglang_log(path, strict=strict, cache=cache)
+        out = list(log.summary()["files"])
+        spans = launch_spans(log.launches, log.batches)
+        by_line = {(r["source"], r["lineno"]): r for r in spans.iter_rows(named=True)}
+        for part in out:
+            for launch in part["launches"]:
+                span = by_line.get((str(part["path"]), launch["lineno"]), {})
+                launch.update({k: span.get(k) for k in ("start", "end", "batch_lines")})
         if sniff_bench_format(path) is not None:  # results printed inside the log
             out.append(summarize_bench_file(path, cache=cache))
         return out
@@ -186,10 +239,17 @@ def _launches(launches: list[dict[str, Any]]) -> list[str]:
         a = launch["server_args"]
         settings = ", ".join(f"{k}={a[k]}" for k in SETTINGS if k in a)
         cut = "" if launch["complete"] else " (dump cut)"
-        lines.append(f"  launch at line {launch['lineno']}{cut}: {settings}")
+        lines += wrapped(f"launch at line {launch['lineno']}{cut}: {settings}", indent="  ")
+        facts = []
+        start, end = launch.get("start"), launch.get("end")
+        if start is not None and end is not None:
+            facts.append(f"{start:%Y-%m-%d %H:%M:%S} to {end:%H:%M:%S}")
+            facts.append(f"{launch['batch_lines']} batch lines")
         tokens = launch["startup"].get("max_total_num_tokens")
         if tokens is not None:
-            lines.append(f"    max_total_num_tokens={tokens}")
+            facts.append(f"max_total_num_tokens={tokens}")
+        if facts:
+            lines.append("    " + ", ".join(facts))
     return lines
 
 
