@@ -17,7 +17,8 @@ DATA = TEST_DATA / "bench"
 def test_seed_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["scaling", "--json", str(DATA / "csv" / "seed.csv")]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"layouts", "gap", "crossover", "knee"}
+    assert set(doc) == {"layouts", "gap", "crossover", "knee", "notes"}
+    assert doc["notes"] == []  # a sweep that names no model: nothing to say
     assert list(doc["layouts"]) == ["PP8", "TP8"]
     pp8 = {p["concurrency"]: p for p in doc["layouts"]["PP8"]}
     assert set(pp8[32]) == {"concurrency", "output_tok_s", "efficiency"}
@@ -98,3 +99,19 @@ def test_errors_go_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "'utilization.gpu [%]'" in err
     assert main(["scaling", str(DATA / "sglang" / "v0.2.7.jsonl")]) == 2
     assert "no run has both a concurrency and an output tok/s" in capsys.readouterr().err
+
+
+def test_layouts_of_different_models_are_said_to_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = tmp_path / "sweep.csv"
+    sweep.write_text(
+        "config,model,concurrency,tok/s\n"
+        "TP8,meta-llama/Llama-3.1-70B,1,30\nTP8,meta-llama/Llama-3.1-70B,32,600\n"
+        "PP8,Qwen/Qwen3-235B-A22B,1,35\nPP8,Qwen/Qwen3-235B-A22B,32,250\n"
+    )
+    assert main(["scaling", "--json", str(sweep)]) == 0
+    (note,) = json.loads(capsys.readouterr().out)["notes"]
+    assert "different models" in note and "Llama-3.1-70B" in note and "Qwen3-235B" in note
+    assert main(["scaling", str(sweep)]) == 0
+    assert "the gap compares models too" in capsys.readouterr().out

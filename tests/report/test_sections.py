@@ -84,6 +84,18 @@ def test_scaling_records_the_gap(runs: views.RunSet) -> None:
     assert "2.33× TP8" in json.dumps(_spec(view.chart), ensure_ascii=False)
 
 
+def test_runs_of_different_models_are_said_to_differ(tmp_path: Path) -> None:
+    tp8, pp8 = make_runs(tmp_path)
+    assert views.scaling(views.load_runs([tp8, pp8], progress=False)).record["unlike"] == []
+    toml = pp8 / "run.toml"
+    toml.write_text(toml.read_text() + 'model = "meta-llama/Llama-3.1-70B-Instruct"\n')
+    args = (tp8 / "server.log").read_text()
+    (tp8 / "server.log").write_text(args.replace("model_path='", "model_path='other/"))
+    view = views.scaling(views.load_runs([tp8, pp8], progress=False))
+    (sentence,) = view.record["unlike"]
+    assert "different models" in sentence and "the gap compares models too" in view.html()
+
+
 def test_model_and_what_if(runs: views.RunSet) -> None:
     view = views.model(runs)
     points = view.record["model"]["points"]

@@ -11,14 +11,14 @@ between the two neighbouring points (linear in log-log).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import polars as pl
 
 from toolkit.errors import ToolkitError
 from toolkit.schema.bench import FRONTIER, GAP, SCALING
 
-__all__ = ["crossover", "frontier", "knee", "scaling_gap", "scaling_table"]
+__all__ = ["crossover", "frontier", "knee", "scaling_gap", "scaling_table", "unlike"]
 
 _LATENCIES = ("ttft_median_ms", "tpot_median_ms", "itl_median_ms", "e2e_median_ms")
 _FRONTIER_LATENCY = ("tpot_median_ms", "tpot_mean_ms", "itl_median_ms")
@@ -261,3 +261,23 @@ def frontier(runs: pl.DataFrame) -> pl.DataFrame:
 def _beats(q: tuple[float, float], p: tuple[float, float]) -> bool:
     """Point q (latency, tok/s) is at least as good as p on both axes and better on one."""
     return q[0] <= p[0] and q[1] >= p[1] and (q[0] < p[0] or q[1] > p[1])
+
+
+def unlike(facts: Mapping[str, Mapping[str, str | None]]) -> list[str]:
+    """Sentences saying what differs between layouts besides the layout: ``facts`` maps each
+    label to what is known of its run (``model``, ``hardware``, ``sglang``); an unknown value
+    (None) is no difference. Empty when the runs are like for like.
+
+    >>> unlike({"TP8": {"model": "a/x"}, "PP8": {"model": "b/y"}})
+    ['The layouts served different models (TP8: a/x; PP8: b/y): the gap compares models too.']
+    """
+    what = {"model": "models", "hardware": "machines", "sglang": "SGLang versions"}
+    out = []
+    for key, name in what.items():
+        known = {label: f.get(key) for label, f in facts.items() if f.get(key)}
+        if len(set(known.values())) > 1:
+            each = "; ".join(f"{label}: {value}" for label, value in known.items())
+            out.append(
+                f"The layouts served different {name} ({each}): the gap compares {name} too."
+            )
+    return out

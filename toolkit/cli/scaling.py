@@ -5,10 +5,12 @@ The JSON has exactly the keys users script against::
     {"layouts": {label: [{"concurrency", "output_tok_s", "efficiency"}, ...]},
      "gap": [{"concurrency", "ratio", "leader"}, ...],
      "crossover": c | null,
-     "knee": {label: c | null}}
+     "knee": {label: c | null},
+     "notes": [sentence, ...]}
 
 ``ratio`` there is the leader's throughput over the other layout's (≥ 1); the gap compares the
-first two layouts in the order they were loaded. Non-finite numbers become null.
+first two layouts in the order they were loaded; ``notes`` say when the layouts also differ in
+the model the results name (the gap then compares models too). Non-finite numbers become null.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.scaling import crossover, knee, scaling_gap, scaling_table
+from toolkit.analyze.scaling import crossover, knee, scaling_gap, scaling_table, unlike
 from toolkit.cli.options import add_json, add_output
 from toolkit.cli.output import aligned, emit, number, to_json
 from toolkit.errors import ToolkitError
@@ -105,8 +107,23 @@ def scaling_report(results: BenchResults) -> dict[str, Any]:
         ],
         "crossover": _round(cross, 2),
         "knee": knees,
+        "notes": unlike(_facts(runs)),
     }
-    return {"json": document, "text": _text(results, table, gap, cross, knees)}
+    text = "\n".join([_text(results, table, gap, cross, knees), *document["notes"]])
+    return {"json": document, "text": text}
+
+
+def _facts(runs: pl.DataFrame) -> dict[str, dict[str, str | None]]:
+    """Per layout, the model its results name (when they name one)."""
+    if "model" not in runs.columns:
+        return {}
+    named = runs.filter(pl.col("label").is_not_null() & pl.col("model").is_not_null())
+    return {
+        label: {"model": str(models[0]) if len(models) == 1 else ", ".join(map(str, models))}
+        for label, models in named.group_by("label", maintain_order=True)
+        .agg(pl.col("model").unique(maintain_order=True))
+        .iter_rows()
+    }
 
 
 def _round(x: float | None, digits: int) -> float | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.analyze.scaling import unlike
 from toolkit.diagnose import RunAnalysis
 from toolkit.errors import ToolkitError
 from toolkit.load.gpu.trace import GpuTrace, Topology
@@ -120,6 +121,18 @@ class RunSet:
             if run.bench is not None:
                 frames.append(run.bench.runs.with_columns(label=pl.lit(label)))
         return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+    def unlike(self) -> list[str]:
+        """What differs between the runs besides their layout (``analyze.scaling.unlike``):
+        the served model and the machine, where the inputs say."""
+        facts = {}
+        for label, ctx in zip(self.labels, self.analyses, strict=True):
+            machine = ctx.machine
+            facts[label] = {
+                "model": ctx.model.id,
+                "hardware": machine.describe() if machine.gpu else None,
+            }
+        return unlike(facts)
 
     def observed(self) -> pl.DataFrame | None:
         """Observed points for the serving model: every run's ``RunAnalysis.observed``."""

@@ -31,8 +31,11 @@ def scaling(runs: RunSet, a: str = "", b: str = "") -> View:
     a = a or labels[0]
     b = b or next((x for x in labels if x != a), "")
     gap = scaling_gap(bench, a, b) if b else None
-    items: list[Any] = [throughput_chart(table, gap)]
+    differ = runs.unlike()
+    items: list[Any] = [note(" ".join(differ))] if differ else []
+    items.append(throughput_chart(table, gap))
     record: dict[str, Any] = {
+        "unlike": differ,
         "scaling": table.select(
             "label", "concurrency", "n_runs", "output_tok_s", "efficiency"
         ).to_dicts(),
