@@ -262,7 +262,7 @@ def test_cli_rejects_bad_input(tmp_path: Path) -> None:
 
 
 def test_hung_cell_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("toolkit.report.render.CELL_TIMEOUT_S", 2)
+    monkeypatch.setenv("PPSCOPE_CELL_TIMEOUT_S", "2")
     nb = nbformat.v4.new_notebook()
     params = nbformat.v4.new_code_cell('runs: str = ""  # nothing')
     params.metadata["tags"] = ["parameters"]
