@@ -62,13 +62,14 @@ class Explorer:
 
     def _show(self) -> None:
         from IPython import get_ipython
-        from IPython.display import display
 
         if get_ipython() is None:
             return  # driven from plain Python (tests): the view is there, nothing to draw into
         self.output.clear_output(wait=True)
         with self.output:
-            display(self.view)
+            # a live control redraws at once: no static image, which only a saved notebook
+            # needs, and an explorer's output lives in widget state, not in the notebook
+            self.view.show(image=False)
 
     @property
     def widget(self) -> W.VBox:
