@@ -64,14 +64,35 @@ class RunSet:
             out.append(label if seen[label] == 1 else f"{label} ({run.path.name})")
         return out
 
+    def label(self, name: str) -> str:
+        """The full label a name means: the label itself, else the one label equal to it
+        ignoring case, else the one label it starts (``tp8`` → ``TP8 (tp8)``).
+
+        Raises ``ToolkitError`` listing the labels when none or several match.
+        """
+        labels = self.labels
+        wanted = name.strip()
+        if wanted in labels:
+            return wanted
+        folded = wanted.casefold()
+        for matches in (
+            [x for x in labels if x.casefold() == folded],
+            [x for x in labels if x.casefold().startswith(folded)],
+        ):
+            if len(matches) == 1:
+                return matches[0]
+            if len(matches) > 1:
+                raise ToolkitError(
+                    f"run {name!r} is ambiguous: it matches {', '.join(map(repr, matches))}"
+                )
+        raise ToolkitError(f"no run labelled {name!r} (have: {', '.join(map(repr, labels))})")
+
     def get(self, label: str | None) -> Run:
-        """The run with this label (the first run when None or empty)."""
-        if not label:
+        """The run a label names (``label``: full, any case, or a unique prefix); the first run
+        when None or empty."""
+        if not label or not label.strip():
             return self.runs[0]
-        for name, run in zip(self.labels, self.runs, strict=True):
-            if name == label:
-                return run
-        raise ToolkitError(f"no run labelled {label!r} (have: {', '.join(self.labels)})")
+        return self.runs[self.labels.index(self.label(label))]
 
     def label_of(self, run: Run) -> str:
         return self.labels[self.runs.index(run)]
