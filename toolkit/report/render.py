@@ -434,6 +434,7 @@ def render(
         "report": out_html.name,
         "params": resolved,
         "provenance": record,
+        "summary": records.pop("summary", None),
         "findings": records.pop("findings", None),
         "skipped": records.pop("skipped", None),
         "gap": records.pop("gap", None),

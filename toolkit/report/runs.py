@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.diagnose import RunAnalysis
+from toolkit.diagnose import Finding, RunAnalysis, diagnose, skipped_checks
 from toolkit.errors import ToolkitError
 from toolkit.load.gpu.trace import GpuTrace, Topology
 from toolkit.load.run import Run, load_run
@@ -43,6 +43,7 @@ class RunSet:
         self.runs = list(runs)
         self.paths = list(given) if given is not None else [str(r.path) for r in self.runs]
         self._analyses: list[RunAnalysis] | None = None
+        self._diagnosis: tuple[list[Finding], list[dict[str, str]]] | None = None
 
     def __iter__(self) -> Iterator[Run]:
         return iter(self.runs)
@@ -106,6 +107,14 @@ class RunSet:
             for ctx in self._analyses:
                 ctx.peers = tuple(c for c in self._analyses if c is not ctx)
         return self._analyses
+
+    def diagnosis(self) -> tuple[list[Finding], list[dict[str, str]]]:
+        """The ranked findings and the skipped checks of these runs (diagnosed once, shared by
+        the summary and the findings section)."""
+        if self._diagnosis is None:
+            analyses = self.analyses
+            self._diagnosis = (diagnose(analyses), skipped_checks(analyses))
+        return self._diagnosis
 
     def analysis(self, run: Run) -> RunAnalysis:
         return self.analyses[self.runs.index(run)]

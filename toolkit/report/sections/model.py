@@ -11,6 +11,7 @@ from toolkit.errors import ToolkitError
 from toolkit.report.runs import RunSet
 from toolkit.report.sections.parts import no_bench
 from toolkit.report.view import (
+    Table,
     View,
     note,
 )
@@ -40,7 +41,8 @@ def model(runs: RunSet) -> View:
         "unexplained_round_ms",
         "calibration",
     )
-    items: list[Any] = [model_chart(points), shown]
+    key = ("label", "concurrency", "observed_tok_s", "expected_tok_s", "residual_pct", "regime")
+    items: list[Any] = [model_chart(points), Table(shown, key=key)]
     return View("model", items, {"model": {"params": fitted.summary(), "points": shown}})
 
 
