@@ -40,7 +40,9 @@ def model_chart(points: pl.DataFrame) -> alt.LayerChart:
         .mark_point(filled=True, size=90)
         .encode(x=x, y="observed_tok_s:Q", color=color, tooltip=tips)
     )
-    return alt.layer(expected, observed, data=data_of(data)).properties(title=_model_title(points))
+    return alt.layer(expected, observed, data=data_of(data)).properties(
+        width=WIDTH, title=_model_title(points)
+    )
 
 
 def _model_title(points: pl.DataFrame) -> alt.TitleParams:
