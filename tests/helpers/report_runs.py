@@ -24,6 +24,8 @@ API_KEY = "sk-ppscope-test-0123456789abcdef"
 CMD_KEY = "cmdline-secret-4f9a2b"
 SCRIPT = "<script>alert('ppscope')</script>"
 INCIDENT = SAMPLE
+NAMES = ["postmortem", "scaling_gap", "stage_timeline", "config_diff", "gpu_trace"]
+"""Every notebook of ``notebooks/``; a test checks the list is complete."""
 
 
 def _tp8_log() -> str:
