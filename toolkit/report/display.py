@@ -89,9 +89,7 @@ def vega_spec(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rows(vega: dict[str, Any]) -> int:
-    return sum(
-        len(d["values"]) for d in vega.get("data", []) if isinstance(d.get("values"), list)
-    )
+    return sum(len(d["values"]) for d in vega.get("data", []) if isinstance(d.get("values"), list))
 
 
 def static_image(vega: dict[str, Any]) -> dict[str, str]:
