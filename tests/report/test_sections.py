@@ -70,6 +70,17 @@ def test_relative_run_dirs_are_found_from_a_subdirectory(
     assert views.resolve_run_dir("data/tp8") == Path("../data/tp8")
 
 
+def test_live_provenance_hashes_runs_found_from_a_subdirectory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_runs(tmp_path / "data")
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")
+    html = views.provenance_view(views.load_runs("data/tp8,data/pp8", progress=False)).html()
+    assert "no input files" not in html and "server.log" in html
+    assert "data/tp8,data/pp8" in html, "the parameters keep the names as given"
+
+
 def test_header(runs: views.RunSet) -> None:
     view = views.header(runs)
     html = view.html()
