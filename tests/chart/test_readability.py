@@ -20,6 +20,7 @@ from toolkit.chart.cudagraph import graph_coverage_chart
 from toolkit.chart.encode import TIME_FORMAT
 from toolkit.chart.gpu import gpu_metric_chart
 from toolkit.chart.kv import kv_pressure_chart
+from toolkit.chart.model import what_if_chart
 from toolkit.chart.theme import WIDTH, applied
 from toolkit.chart.timeline import stage_strips_chart
 
@@ -172,3 +173,18 @@ def test_main_views_span_the_page() -> None:
     spec = _spec(stage_strips_chart(_timeline(190), 1000, run="PP8"))
     assert all(view.get("width", 0) >= WIDTH for view in spec["vconcat"])
     assert WIDTH >= 700
+
+
+def test_what_if_points_keep_the_table_order() -> None:
+    table = pl.DataFrame(
+        {
+            "label": ["PP8"] * 3,
+            "base_concurrency": [1, 2, 16],
+            "expected_tok_s": [30.0, 45.0, 130.0],
+            "what_if_tok_s": [30.0, 45.0, 200.0],
+            "change_pct": [0.0, 0.0, 54.0],
+            "occupancy": ["1×1", "1×2", "4×4"],
+        }
+    )
+    y = _spec(what_if_chart(table, "pp_max_micro_batch_size=4"))["encoding"]["y"]
+    assert y["sort"] == ["PP8 c=1", "PP8 c=2", "PP8 c=16"], "c=16 after c=2, not before"
