@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ from toolkit.report.display import (
     VEGA_MIME,
     chart_bundle,
     chart_spec,
+    pack_data,
     static_image,
     vega_spec,
 )
@@ -113,3 +115,45 @@ def test_view_displays_bundles(monkeypatch: pytest.MonkeyPatch) -> None:
     View("x", ["<p>a</p>", _chart(), "<p>b</p>"]).show()
     assert [VEGA_MIME in s for s in shown] == [False, True, False]
     assert "image/svg+xml" in shown[1]
+
+
+def test_packed_data_draws_the_same_chart() -> None:
+    """CSV with a type per column: quotes, commas, nulls, booleans, epoch ms all survive."""
+    values = [
+        {
+            "t": 1779745612970 + 1000 * i,
+            "label": 'PP8, "tuned"' if i % 2 else "TP8\nnew",
+            "v": None if i % 7 == 0 else i / 3,
+            "flag": i % 3 == 0,
+        }
+        for i in range(40)
+    ]
+    chart = (
+        alt.Chart(alt.Data(values=values))
+        .mark_point()
+        .encode(x="t:T", y="v:Q", color="label:N", shape="flag:N", tooltip=["label:N", "v:Q"])
+    )
+    spec = chart_spec(chart)
+    packed = vega_spec(spec)
+    source = next(d for d in packed["data"] if isinstance(d.get("values"), str))
+    assert source["format"] == {
+        "type": "csv",
+        "parse": {"t": "number", "label": "string", "v": "number", "flag": "boolean"},
+    }
+    raw = vl_convert.vegalite_to_vega(spec)
+    same = lambda svg: re.sub(r"clip\d+", "clip", svg)  # noqa: E731
+    assert same(vl_convert.vega_to_svg(packed)) == same(vl_convert.vega_to_svg(raw))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [{"x": 1}] * 5,  # small: readable as it is
+        [{"x": 1}, {"x": "a"}] * 20,  # mixed types
+        [{"x": ""}, {"x": "a"}] * 20,  # an empty text would read back as null
+        [{"x": [1, 2]}] * 30,  # nested
+    ],
+)
+def test_data_that_csv_cannot_carry_stays_json(values: list[dict]) -> None:
+    entry = {"name": "source_0", "values": values}
+    assert pack_data(entry) is entry
