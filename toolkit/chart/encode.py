@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import altair as alt
 import polars as pl
 
-from toolkit.chart.theme import MUTED
+from toolkit.chart.theme import MUTED, WIDTH
 
 __all__ = [
     "TIME_FORMAT",
@@ -112,9 +112,16 @@ def time_tooltip(field: str = "t") -> alt.Tooltip:
     return alt.Tooltip(f"{field}:T", timeUnit="utcyearmonthdatehoursminutesseconds", title="time")
 
 
-def elapsed_x() -> alt.X:
-    """Time since each run's start (``t`` in ms from its first line), in minutes."""
-    return alt.X("minutes:Q", title="minutes since the run's first decode line")
+def elapsed_x(width: int = WIDTH) -> alt.X:
+    """Time since each run's start (``t`` in ms from its first line), in minutes, with about
+    one label per ``LABEL_SPACING`` pixels."""
+    return alt.X(
+        "minutes:Q",
+        axis=alt.Axis(
+            title="minutes since the run's first decode line",
+            tickCount=max(3, width // LABEL_SPACING),
+        ),
+    )
 
 
 def count_axis(title: str) -> alt.Axis:
