@@ -34,8 +34,10 @@ def _free_port() -> int:
 class Lab:
     """A running ``jupyter lab`` and how to reach it."""
 
-    def __init__(self, process: subprocess.Popen[bytes], port: int, token: str, log: Path):
-        self.process, self.port, self.token, self.log = process, port, token, log
+    def __init__(
+        self, process: subprocess.Popen[bytes], root: Path, port: int, token: str, log: Path
+    ) -> None:
+        self.process, self.root, self.port, self.token, self.log = process, root, port, token, log
 
     @property
     def base(self) -> str:
@@ -110,7 +112,7 @@ class Lab:
             stdout=log.open("wb"),
             stderr=subprocess.STDOUT,
         )
-        lab = cls(process, port, token, log)
+        lab = cls(process, root, port, token, log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:

@@ -9,6 +9,9 @@ through JupyterLab's own command, and then:
 - no cell shows an error;
 - each explorer has its controls, and changing one redraws its view.
 
+The executed notebook ``ppscope report`` keeps is opened too, as a reader would open a saved
+notebook: untrusted, nothing run; JupyterLab must still draw every chart from its Vega part.
+
 Screenshots of each notebook are saved under the session's temp dir. Skipped without Chromium.
 """
 
@@ -26,6 +29,7 @@ from helpers.lab import Lab
 from helpers.report_runs import NAMES
 
 from toolkit.report.display import VEGA_MIME
+from toolkit.report.render import Report
 
 NOTEBOOK = "jupyterapp.shell.currentWidget"
 KERNEL_IDLE = (
@@ -176,5 +180,33 @@ def test_notebook_in_jupyterlab(name: str, lab: Lab, browser: Browser, shots: Pa
             page.screenshot(shots / f"lab-{name}-after.png")
             console = [c for c in page.console() if c.startswith(("error", "exception"))]
             assert console == [], console
+        finally:
+            _shut_kernels(lab)
+
+
+def test_a_saved_notebook_draws_without_running(
+    lab: Lab, browser: Browser, rendered: dict[str, Report], shots: Path
+) -> None:
+    saved = lab.root / "notebooks" / "saved-postmortem.ipynb"
+    saved.write_bytes(rendered["postmortem"].notebook.read_bytes())
+    with browser.page(1400, 900) as page:
+        try:
+            page.goto(lab.url(saved.stem), timeout=120)
+            page.wait_for(
+                f"!!(window.jupyterapp && {NOTEBOOK} && {NOTEBOOK}.context.isReady)",
+                timeout=120,
+                what="the saved notebook to open",
+            )
+            outputs = page.evaluate(OUTPUTS)
+            charts = [o for o in outputs if VEGA_MIME in o["mimes"]]
+            page.wait_for(
+                f"(d => d.length >= {len(charts)} && d.every(Boolean))({CHARTS})",
+                timeout=60,
+                what="every saved chart to draw",
+            )
+            assert charts and not page.evaluate(f"{NOTEBOOK}.context.model.cells.get(0).trusted"), (
+                "a saved notebook opens untrusted"
+            )
+            page.screenshot(shots / "lab-saved-postmortem.png")
         finally:
             _shut_kernels(lab)

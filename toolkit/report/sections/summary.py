@@ -176,10 +176,11 @@ def summary(runs: RunSet, a: str = "", b: str = "") -> View:
     synthetic = [lab for r, lab in zip(runs, runs.labels, strict=True) if r.config.synthetic]
     if synthetic:
         items.append(
-            '<div class="ppscope-banner">Synthetic data: '
-            f"{escape(', '.join(synthetic))} generated, not measured.</div>"
+            '<div class="ppscope-banner"><b>Synthetic data: '
+            f"{escape(', '.join(synthetic))} generated, not measured.</b></div>"
         )
-    items.append(f'<p class="ppscope-verdict">{escape(verdict)}</p>')
+    # bold as well as styled: a saved notebook opened untrusted, or on GitHub, drops <style>
+    items.append(f'<p class="ppscope-verdict"><b>{escape(verdict)}</b></p>')
     gap_table = _gap_table(table, gap) if table is not None and table.height else None
     if gap_table is not None:
         items.append(gap_table)
