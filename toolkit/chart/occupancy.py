@@ -65,7 +65,7 @@ def occupancy_chart(
     slots = base.select("t_ms", "active_slots_est").filter(pl.col("active_slots_est").is_not_null())
     active = (
         alt.Chart(slots)
-        .mark_line(point=True, color=PALETTE[3])
+        .mark_line(point=alt.OverlayMarkDef(color=PALETTE[3]), color=PALETTE[3])
         .encode(
             x=x,
             y=alt.Y("active_slots_est:Q", axis=count_axis("active slots")),
