@@ -36,7 +36,12 @@ def _finding_html(f: Any, evidence_rows: int) -> list[Any]:
         by_concurrency(clean_frame(f.evidence)) if isinstance(f.evidence, pl.DataFrame) else None
     )
     run = f" ({f.run})" if f.run else ""
-    impact = f" · ≈{f.impact:.0%} of throughput" if f.impact is not None else ""
+    basis = getattr(f, "basis", None)  # measured, modelled or assumed, where rules say
+    impact = (
+        f" · ≈{f.impact:.0%} of throughput" + (f" ({basis})" if basis else "")
+        if f.impact is not None
+        else ""
+    )
     items: list[Any] = [
         f'<div class="ppscope-finding sev-{_severity_rank(f)}">'
         f"<h3>{escape(f.severity.upper())}{escape(run)}: {escape(clean(f.title))} "
