@@ -123,8 +123,12 @@ def test_interpolated_points_are_hollow(sweep: pl.DataFrame) -> None:
     assert points["encoding"]["fillOpacity"]["condition"]["test"] == "datum.interpolated"
 
 
-def test_theme_is_registered_and_color_blind_safe() -> None:
-    assert theme.NAME in alt.theme.names()
+def test_theme_is_scoped_and_color_blind_safe() -> None:
+    before = alt.theme.active
+    with theme.applied():
+        assert alt.theme.active == theme.NAME
+        assert alt.Chart().mark_point().to_dict()["config"]["font"] == theme.FONT
+    assert alt.theme.active == before
     config = theme.config()["config"]
     assert config["range"]["category"][:3] == ["#0072B2", "#E69F00", "#009E73"]
     scale = theme.color_scale(["a", "b", "a", "c"]).to_dict()

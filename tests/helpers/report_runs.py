@@ -34,6 +34,8 @@ FREE_TEXT = {
 }
 """Log lines (after the prefix) and the secret each holds, which no report output may show."""
 INCIDENT = SAMPLE
+NAMES = ["postmortem", "scaling_gap", "stage_timeline", "config_diff", "gpu_trace"]
+"""Every notebook of ``notebooks/``; a test checks the list is complete."""
 
 
 def _tp8_log() -> str:

@@ -1,8 +1,9 @@
 """Every notebook executed through ``toolkit.report.render`` (papermill, nbconvert), once each.
 
-The notebooks run on ``data/incident/`` with their defaults when the sample incident is there,
-else on the small two-run incident of ``test_report_data``. The committed notebooks are checked
-as files: outputs stripped, the first cell tagged ``parameters`` with help on every line.
+The notebooks run on ``data/incident/`` with their defaults (``rendered`` in ``conftest``,
+shared with the browser tests); the small two-run incident goes through the command line. The
+committed notebooks are checked as files: outputs stripped, the first cell tagged
+``parameters`` with help on every line.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import nbformat
 import papermill
 import pytest
 from helpers import REPO
-from helpers.report_runs import API_KEY, CMD_KEY, FREE_TEXT, INCIDENT, SCRIPT, make_runs
+from helpers.report_runs import API_KEY, CMD_KEY, FREE_TEXT, INCIDENT, NAMES, SCRIPT, make_runs
 
 from toolkit.cli.main import main
+from toolkit.report.display import IMAGE_MIMES, VEGA_MIME
 from toolkit.report.offline import external_refs
 from toolkit.report.render import CellError, Report, ReportError, render
 
 NOTEBOOKS = REPO / "notebooks"
-NAMES = ["postmortem", "scaling_gap", "stage_timeline", "config_diff", "gpu_trace"]
 BUNDLE_MARK = "window.vegaEmbed=$"  # the bundle's own assignment: once per file
 
 
@@ -38,23 +39,6 @@ def postmortem(tmp_path_factory: pytest.TempPathFactory, runs: list[Path]) -> Pa
     out = tmp_path_factory.mktemp("cli") / "small.html"
     assert main(["report", *map(str, runs), "-o", str(out), "-q", "-p", "max_points", "2000"]) == 0
     return out
-
-
-@pytest.fixture(scope="module")
-def rendered(
-    tmp_path_factory: pytest.TempPathFactory, runs: list[Path], postmortem: Path
-) -> dict[str, Report]:
-    """Each notebook rendered once: on data/incident/ by default, else on the small runs
-    (where the postmortem is the CLI's, not rendered twice)."""
-    out = tmp_path_factory.mktemp("reports")
-    if INCIDENT.is_dir():
-        return {name: render(name, {}, out / f"{name}.html") for name in NAMES}
-    params = {"runs": ",".join(str(r) for r in runs)}
-    reports = {name: render(name, params, out / f"{name}.html") for name in NAMES[1:]}
-    sidecar = json.loads(postmortem.with_suffix(".json").read_text())
-    size = postmortem.stat().st_size
-    reports["postmortem"] = Report(postmortem, postmortem.with_suffix(".json"), size, 0.0, sidecar)
-    return reports
 
 
 # ── the committed notebooks ──────────────────────────────────────────────────────────────────
@@ -108,9 +92,64 @@ def test_notebook_renders_self_contained(name: str, rendered: dict[str, Report])
         assert re.fullmatch(r"[0-9a-f]{64}", file["sha256"]) and file["size_bytes"] >= 0
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_kept_notebook_shows_every_chart_without_javascript(
+    name: str, rendered: dict[str, Report]
+) -> None:
+    """The executed notebook beside the report: each chart a Vega part (JupyterLab) and an
+    image (GitHub, nbviewer); the HTML draws the live chart and embeds no image."""
+    nb = nbformat.read(rendered[name].notebook, as_version=4)
+    nbformat.validate(nb)
+    charts = [
+        out.data
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+        if VEGA_MIME in out.get("data", {})
+    ]
+    assert charts
+    for data in charts:
+        assert set(data) & set(IMAGE_MIMES), "an image for readers without JavaScript"
+        assert "text/html" not in data, "JupyterLab must pick the Vega part"
+    html = rendered[name].html.read_text()
+    assert html.count('class="ppscope-chart"') == len(charts)
+    assert 'class="jp-RenderedSVG' not in html and 'class="jp-RenderedImage' not in html
+
+
+def test_render_leaves_altair_as_it_was(tmp_path: Path) -> None:
+    """Neither the kernel (setup, views) nor the calling process end with an altair setting
+    changed."""
+    import altair as alt
+
+    state = lambda: [alt.renderers.active, alt.theme.active, alt.data_transformers.active]  # noqa: E731
+    before = state()
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('runs: str = ""  # nothing')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [
+        params,
+        nbformat.v4.new_code_cell(
+            "import altair as alt\n"
+            "state = lambda: [alt.renderers.active, alt.theme.active,\n"
+            "                 alt.data_transformers.active]\n"
+            "before = state()\n"
+            "import toolkit.report.sections as views\n"
+            "views.setup()\n"
+            "views.View('x', [alt.Chart(alt.Data(values=[{'x': 1}])).mark_point()])"
+        ),
+        nbformat.v4.new_code_cell("assert state() == before, state()\nprint(*state())"),
+    ]
+    path = tmp_path / "state.ipynb"
+    nbformat.write(nb, path)
+    report = render(path, {}, tmp_path / "state.html")
+    assert state() == before
+    kept = nbformat.read(report.notebook, as_version=4)
+    assert kept.cells[2].outputs[0]["text"].split() == ["default", "default", "default"]
+
+
 def test_postmortem_sidecar(rendered: dict[str, Report]) -> None:
     data = rendered["postmortem"].sidecar_data
-    assert {"findings", "gap", "params", "provenance"} <= set(data)
+    assert {"summary", "findings", "gap", "params", "provenance"} <= set(data)
     assert data["gap"] and {"concurrency", "ratio", "leader"} <= set(data["gap"][0])
     assert data["provenance"]["ppscope_version"] and data["provenance"]["inputs"]
     assert {"model", "kv", "config_diff"} <= set(data["views"])
@@ -119,10 +158,19 @@ def test_postmortem_sidecar(rendered: dict[str, Report]) -> None:
 def test_postmortem_sections_in_order(rendered: dict[str, Report]) -> None:
     html = rendered["postmortem"].html.read_text()
     headings = re.findall(r"<h2[^>]*>([^<]+)", html)
-    wanted = ["Runs", "Findings", "The scaling gap", "Expected vs observed", "Slot occupancy",
-              "Stage timeline and GPU utilization", "CUDA graph coverage", "KV pressure",
-              "Config diff", "Warnings and errors", "Glossary", "Provenance"]  # fmt: skip
+    wanted = ["Summary", "Runs", "Findings", "The scaling gap", "Expected vs observed",
+              "Slot occupancy", "Stage timeline and GPU utilization", "CUDA graph coverage",
+              "KV pressure", "Config diff", "Warnings and errors", "Glossary",
+              "Provenance"]  # fmt: skip
     assert [h for h in headings if h in wanted] == wanted
+
+
+def test_summary_comes_before_the_run_table(rendered: dict[str, Report]) -> None:
+    html = rendered["postmortem"].html.read_text()
+    summary = html.index('class="ppscope-summary"')
+    assert summary < html.index('class="ppscope-verdict"') < html.index("<th>run</th>")
+    data = rendered["postmortem"].sidecar_data
+    assert data["summary"]["verdict"] and data["summary"]["gap"]
 
 
 def test_report_is_small(rendered: dict[str, Report]) -> None:

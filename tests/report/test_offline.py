@@ -1,14 +1,16 @@
-"""The offline renderer: charts as a div and a call, the bundle once, no network address."""
+"""The offline HTML charts: a div and a call each, the bundle once, no network address."""
 
 from __future__ import annotations
 
 import json
 
 import altair as alt
+import nbformat
 import pytest
 
-from toolkit.report import offline as report_render
-from toolkit.report.offline import chart_html, external_refs, json_for_script
+from toolkit.report import offline
+from toolkit.report.display import VEGA_MIME, chart_bundle
+from toolkit.report.offline import chart_html, external_refs, inline_charts, json_for_script
 
 
 def test_json_for_script_cannot_close_the_script() -> None:
@@ -27,12 +29,25 @@ def test_chart_html_is_a_div_and_a_call() -> None:
     assert len(ids) == 3, "each output gets its own container"
 
 
-def test_renderer_is_registered() -> None:
-    report_render.enable()
-    assert alt.renderers.active == report_render.RENDERER
-    bundle = alt.Chart(alt.Data(values=[{"x": 1}])).mark_point()._repr_mimebundle_()
-    data = bundle[0] if isinstance(bundle, tuple) else bundle
-    assert "ppscope-chart" in data["text/html"]
+def test_chart_html_names_the_mode_instead_of_a_schema() -> None:
+    vega = chart_bundle(alt.Chart(alt.Data(values=[{"x": 1}])).mark_point(), image=False)
+    html = chart_html(vega[VEGA_MIME])
+    assert "mode:'vega'" in html and "$schema" not in html
+    lite = alt.Chart(alt.Data(values=[{"x": 1}])).mark_point().to_dict()
+    assert "mode:'vega-lite'" in chart_html(lite)
+
+
+def test_inline_charts_swaps_the_vega_part_for_html_in_a_copy() -> None:
+    chart = alt.Chart(alt.Data(values=[{"x": 1}])).mark_point().encode(x="x:Q")
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("chart")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=chart_bundle(chart))]
+    nb.cells = [cell]
+    page = inline_charts(nb)
+    data = page.cells[0].outputs[0]["data"]
+    assert set(data) == {"text/html", "text/plain"}, "no image in the page: the chart is live"
+    assert 'class="ppscope-chart"' in data["text/html"]
+    assert VEGA_MIME in nb.cells[0].outputs[0]["data"], "the notebook itself is left as it was"
 
 
 @pytest.mark.parametrize(
@@ -51,6 +66,6 @@ def test_external_refs(html: str, refs: list[str]) -> None:
 
 
 def test_bundle_defines_vega_embed_once() -> None:
-    text = report_render.bundle_html()
+    text = offline.bundle_html()
     assert text.startswith("<script>if(!window.vegaEmbed)")
     assert text.count("window.vegaEmbed=") == 1 and "</script" not in text[8:-9]

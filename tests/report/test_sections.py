@@ -10,7 +10,9 @@ import polars as pl
 import pytest
 from helpers.report_runs import API_KEY, SCRIPT, make_runs
 
+from toolkit.errors import ToolkitError
 from toolkit.report import sections as views
+from toolkit.report.display import chart_spec
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +32,7 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> views.RunSet:
 
 
 def _spec(chart: alt.TopLevelMixin) -> dict:
-    with alt.data_transformers.disable_max_rows():
-        return chart.to_dict()
+    return chart_spec(chart)
 
 
 def _fields(spec: dict) -> set[str]:
@@ -67,6 +68,18 @@ def test_relative_run_dirs_are_found_from_a_subdirectory(
     (tmp_path / "notebooks").mkdir()
     monkeypatch.chdir(tmp_path / "notebooks")
     assert views.resolve_run_dir("data/tp8") == Path("../data/tp8")
+
+
+def test_live_provenance_hashes_runs_found_from_a_subdirectory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_runs(tmp_path / "data")
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")
+    html = views.provenance_view(views.load_runs("data/tp8,data/pp8", progress=False)).html()
+    assert "no input files" not in html and "server.log" in html
+    assert "tp8,pp8" in html, "the parameters name the runs relative to the folder holding them"
+    assert str(tmp_path) not in html
 
 
 def test_header(runs: views.RunSet) -> None:
@@ -110,7 +123,7 @@ def test_model_and_what_if(runs: views.RunSet) -> None:
 def test_stage_timeline_shares_one_dataset(runs: views.RunSet) -> None:
     view = views.stage_timeline(runs)
     spec = _spec(view.chart)
-    assert set(spec["data"]["values"][0]) == {"t", "stage", "series", "value"}
+    assert set(spec["data"]["values"][0]) == {"t", "stage", "series", "value", "w"}
     assert all("data" not in sub for sub in spec["vconcat"]), "sub-charts reuse the top dataset"
     assert isinstance(spec["data"]["values"][0]["t"], int), "time as epoch ms"
     stages = view.record["stage_timeline"]["stages"]
@@ -189,3 +202,97 @@ def test_table_html_escapes_and_cuts() -> None:
     frame = pl.DataFrame({"text": [SCRIPT] * 50, "n": [1.5e-14] * 50})
     html = views.table_html(frame, max_rows=10)
     assert SCRIPT not in html and html.count("<tr>") == 11 and "first 10 of 50" in html
+
+
+# ── forgiving labels, empty results ──────────────────────────────────────────────────────────
+
+
+def test_labels_match_by_case_or_unique_prefix(runs: views.RunSet) -> None:
+    assert runs.label("PP8") == "PP8"
+    assert runs.label("tp8") == "TP8"
+    assert runs.label("t") == "TP8"
+    assert runs.get("pp") is runs.get("PP8")
+    with pytest.raises(ToolkitError, match=r"no run labelled 'xx' \(have: 'TP8', 'PP8'\)"):
+        runs.label("xx")
+
+
+def test_an_ambiguous_label_lists_the_matches(tmp_path: Path) -> None:
+    dirs = make_runs(tmp_path)
+    (dirs[0] / "run.toml").write_text('label = "PP8 tuned"\n')
+    runs = views.load_runs(dirs, progress=False)
+    assert runs.label("PP8") == "PP8", "an exact label wins over a longer one it starts"
+    with pytest.raises(ToolkitError, match="'pp' is ambiguous: it matches 'PP8 tuned', 'PP8'"):
+        runs.label("pp")
+
+
+def test_sections_take_short_labels(runs: views.RunSet) -> None:
+    assert views.scaling(runs, "pp8", "tp").record["gap"][0]["a"] == "PP8"
+    assert views.stage_timeline(runs, "pp").record["stage_timeline"]["run"] == "PP8"
+    same = views.scaling(runs, "PP8", "pp8")
+    assert same.record["gap"] is None and "both PP8" in same.notes[0]
+
+
+def test_empty_filters_say_so(runs: views.RunSet) -> None:
+    view = views.config_diff(runs, contains="no_such_setting")
+    assert view.chart is None and "No setting name contains &#x27;no_such" in view.notes[0]
+    view = views.stage_timeline(runs, "PP8", stages=["PP42"])
+    assert view.chart is None and "no stage named PP42" in view.notes[0]
+
+
+# ── the first screen ─────────────────────────────────────────────────────────────────────────
+
+
+def test_summary_states_verdict_gap_findings_and_missing_data(runs: views.RunSet) -> None:
+    view = views.summary(runs)
+    record = view.record["summary"]
+    assert record["verdict"].startswith("TP8 delivers") and "PP8" in record["verdict"]
+    gap = {row["concurrency"]: row for row in record["gap"]}
+    assert set(gap) == {"TP8 tok/s", "PP8 tok/s", "TP8 vs PP8"}
+    assert all(f["severity"] in ("high", "medium") for f in record["findings"])
+    html = view.html()
+    assert html.index("ppscope-verdict") < html.index("TP8 vs PP8") < html.index("Missing data")
+    assert "<details>" in html or not any(
+        f.severity in ("low", "info") for f in runs.diagnosis()[0]
+    )
+
+
+def test_summary_without_benchmarks(bare: views.RunSet) -> None:
+    record = views.summary(bare).record["summary"]
+    assert "Only one layout" in record["verdict"] and record["missing"]
+    assert "Missing data:" in views.summary(bare).html()
+
+
+def test_findings_fold_the_notes(runs: views.RunSet) -> None:
+    html = views.findings(runs).html()
+    found = runs.diagnosis()[0]
+    if any(f.severity == "info" for f in found):
+        folded = html[html.index("note(s) that are not faults") :]
+        assert all(f"<code>{f.id}</code>" in folded for f in found if f.severity == "info"), (
+            "every info finding sits in the folded block"
+        )
+
+
+def test_wide_tables_show_key_columns_first(runs: views.RunSet) -> None:
+    html = views.header(runs).html()
+    visible, folded = html.split('<details class="ppscope-more">', 1)
+    assert "<th>directory</th>" not in visible and "<th>directory</th>" in folded
+    assert "<th>layout</th>" in visible
+    wide = pl.DataFrame({f"c{i}": [i] for i in range(12)})
+    assert views.table_html(wide).count("<table") == 2 and "all 12 columns" in views.table_html(
+        wide
+    )
+
+
+def test_phases_are_named_by_concurrency(runs: views.RunSet) -> None:
+    html = views.occupancy(runs).html()
+    assert "<th>concurrency</th><th>phase</th>" in html
+    offered = runs.analysis(runs.get("TP8")).phases["offered"].drop_nulls().to_list()
+    spec = json.dumps(_spec(views.stage_timeline(runs, "TP8").chart))
+    assert offered and all(f'"c={c}"' in spec for c in offered), "phases named by their load"
+
+
+def test_every_run_gets_a_timeline(runs: views.RunSet) -> None:
+    view = views.stage_timelines(runs)
+    assert len(view.charts) == 2
+    assert [r["run"] for r in view.record["stage_timelines"]] == ["TP8", "PP8"]
+    assert len(views.stage_timelines(runs, "pp8").charts) == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from toolkit.chart.encode import count_axis
 from toolkit.chart.theme import MUTED, PALETTE
 
 __all__ = ["graph_coverage_chart"]
@@ -17,8 +18,13 @@ __all__ = ["graph_coverage_chart"]
 _FLAGS = {"graph_lines": "CUDA graph", "eager_lines": "eager", "unflagged_lines": "not logged"}
 
 
-def graph_coverage_chart(coverage: pl.DataFrame, max_captured: int | None = None) -> alt.Chart:
-    """Stacked bars of ``cudagraph.cuda_graph_coverage``; ``max_captured`` goes in the subtitle."""
+def graph_coverage_chart(
+    coverage: pl.DataFrame, max_captured: int | None = None, *, width: int = 300
+) -> alt.Chart:
+    """Stacked bars of ``cudagraph.cuda_graph_coverage``; ``max_captured`` goes in the subtitle.
+
+    ``width`` is small by default: runs are shown side by side.
+    """
     long = (
         coverage.select("running_req", "captured", *_FLAGS)
         .unpivot(index=["running_req", "captured"], variable_name="flag", value_name="lines")
@@ -45,8 +51,12 @@ def graph_coverage_chart(coverage: pl.DataFrame, max_captured: int | None = None
         alt.Chart(long)
         .mark_bar()
         .encode(
-            x=alt.X("running_req:O", title="decode batch size (#running-req; one slot under PP)"),
-            y=alt.Y("lines:Q", stack="zero", title="decode lines"),
+            x=alt.X(
+                "running_req:O",
+                title="decode batch size (#running-req)",
+                axis=alt.Axis(labelAngle=0),
+            ),
+            y=alt.Y("lines:Q", stack="zero", axis=count_axis("decode lines")),
             color=alt.Color(
                 "flag:N",
                 scale=alt.Scale(
@@ -57,5 +67,5 @@ def graph_coverage_chart(coverage: pl.DataFrame, max_captured: int | None = None
             opacity=alt.condition(alt.datum.captured, alt.value(1.0), alt.value(0.35)),
             tooltip=["running_req:O", "flag:N", "lines:Q", "captured:N"],
         )
-        .properties(title=alt.TitleParams(title, subtitle=subtitle))
+        .properties(width=width, height=220, title=alt.TitleParams(title, subtitle=subtitle))
     )

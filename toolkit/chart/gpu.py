@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from toolkit.chart.encode import data_of, labels_of, time_tooltip, time_x
+from toolkit.chart.encode import data_of, labels_of, time_domain, time_tooltip, time_x
 from toolkit.chart.theme import MUTED, WIDTH, color_scale
 
 __all__ = ["gpu_metric_chart"]
@@ -18,13 +18,18 @@ def gpu_metric_chart(samples: pl.DataFrame, metric: str, *, run: str) -> alt.VCo
     ``samples`` has ``t`` (epoch ms), ``gpu`` (label, e.g. ``PP3 (GPU 3)``) and ``value``.
     """
     brush = alt.selection_interval(encodings=["x"], name="window")
+    domain = time_domain(samples)
     pick = alt.selection_point(fields=["gpu"], bind="legend", name="gpus")
     gpus = labels_of(samples, "gpu")
     color = alt.Color("gpu:N", scale=color_scale(gpus), title="GPU", sort=gpus)
     overview = (
         alt.Chart()
         .mark_line(strokeWidth=1)
-        .encode(x=time_x(), y=alt.Y("mean(value):Q", title=None), color=alt.value(MUTED))
+        .encode(
+            x=time_x(WIDTH, domain=domain),
+            y=alt.Y("mean(value):Q", title=None),
+            color=alt.value(MUTED),
+        )
         .add_params(brush)
         .properties(height=70, width=WIDTH, title="mean of all GPUs: drag to zoom below")
     )
@@ -32,11 +37,7 @@ def gpu_metric_chart(samples: pl.DataFrame, metric: str, *, run: str) -> alt.VCo
         alt.Chart()
         .mark_line(strokeWidth=1.2)
         .encode(
-            x=alt.X(
-                "t:T",
-                scale=alt.Scale(type="utc", domain=brush),
-                axis=alt.Axis(format="%H:%M:%S", title=None),
-            ),
+            x=time_x(WIDTH, None, domain=domain, zoom=brush),
             y=alt.Y("value:Q", title=metric),
             color=color,
             opacity=alt.condition(pick, alt.value(0.95), alt.value(0.12)),

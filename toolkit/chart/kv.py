@@ -6,7 +6,7 @@ import altair as alt
 import polars as pl
 
 from toolkit.chart.encode import data_of, elapsed_x, labels_of
-from toolkit.chart.theme import MUTED, color_scale
+from toolkit.chart.theme import MUTED, WIDTH, color_scale
 
 __all__ = ["kv_pressure_chart"]
 
@@ -46,17 +46,21 @@ def kv_pressure_chart(frame: pl.DataFrame, threshold: float = 0.9) -> alt.LayerC
         .mark_rule(strokeDash=[4, 4], color=MUTED)
         .encode(y="y:Q")
     )
-    return alt.layer(rule, lines, data=data_of(frame)).properties(title=_kv_title(frame, threshold))
+    return alt.layer(rule, lines, data=data_of(frame)).properties(
+        width=WIDTH, title=_kv_title(frame, threshold)
+    )
 
 
 def _kv_title(frame: pl.DataFrame, threshold: float) -> alt.TitleParams:
     sub = f"dashed: {threshold:.0%}, where SGLang starts retracting requests"
-    peaks = frame.group_by("label", maintain_order=True).agg(pl.col("token_usage").max())
+    # a run is named only where it is drawn: a line needs two samples
+    peaks = (
+        frame.filter(pl.col("token_usage").is_not_null())
+        .group_by("label", maintain_order=True)
+        .agg(pl.col("token_usage").max(), pl.len().alias("n"))
+        .filter(pl.col("n") >= 2)
+    )
     if not peaks.height:
         return alt.TitleParams(text="No KV usage in these logs", subtitle=sub)
-    parts = [
-        f"{r['label']} peaks at {r['token_usage']:.0%}"
-        for r in peaks.iter_rows(named=True)
-        if r["token_usage"] is not None
-    ]
+    parts = [f"{r['label']} peaks at {r['token_usage']:.0%}" for r in peaks.iter_rows(named=True)]
     return alt.TitleParams(text="KV pool: " + ", ".join(parts), subtitle=sub)

@@ -40,7 +40,9 @@ def model_chart(points: pl.DataFrame) -> alt.LayerChart:
         .mark_point(filled=True, size=90)
         .encode(x=x, y="observed_tok_s:Q", color=color, tooltip=tips)
     )
-    return alt.layer(expected, observed, data=data_of(data)).properties(title=_model_title(points))
+    return alt.layer(expected, observed, data=data_of(data)).properties(
+        width=WIDTH, title=_model_title(points)
+    )
 
 
 def _model_title(points: pl.DataFrame) -> alt.TitleParams:
@@ -80,11 +82,13 @@ def what_if_chart(table: pl.DataFrame, change: str) -> alt.Chart:
         text = f"{change}: {top['point']} {top['change_pct']:+.0f} % ({top['occupancy']})"
     else:
         text = f"{change}: no prediction"
+    # points in the table's order (layout, then concurrency), not alphabetically: c=16 < c=2
+    order = data["point"].unique(maintain_order=True).to_list()
     return (
         alt.Chart(data_of(long))
         .mark_bar()
         .encode(
-            y=alt.Y("point:N", title=None),
+            y=alt.Y("point:N", title=None, sort=order),
             yOffset=alt.YOffset("case:N"),
             x=alt.X("tok_s:Q", title="predicted output tokens/s"),
             color=alt.Color("case:N", scale=alt.Scale(range=[MUTED, "#0072B2"]), title=None),

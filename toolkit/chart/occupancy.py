@@ -11,7 +11,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from toolkit.chart.theme import MUTED, PALETTE
+from toolkit.chart.encode import count_axis, phase_marks, time_domain, time_x
+from toolkit.chart.theme import MUTED, PALETTE, WIDTH
 
 __all__ = ["occupancy_chart"]
 
@@ -22,23 +23,33 @@ _SERIES = {
 }
 
 
-def occupancy_chart(occupancy: pl.DataFrame) -> alt.VConcatChart:
-    """Requests over time, and active slots against stages (``occupancy.slot_occupancy``)."""
+def occupancy_chart(
+    occupancy: pl.DataFrame, phases: pl.DataFrame | None = None
+) -> alt.VConcatChart:
+    """Requests over time, and active slots against stages (``occupancy.slot_occupancy``).
+
+    ``phases`` (``t`` epoch ms, ``label`` such as ``c=8``) marks where each benchmark phase
+    starts. Both panels share one time range.
+    """
     base = occupancy.with_columns(t_ms=pl.col("ts").dt.epoch("ms"))
+    domain = time_domain(base, "t_ms")
     long = (
         base.select("t_ms", *(pl.col(c).cast(pl.Float64) for c in _SERIES))
         .unpivot(index="t_ms", variable_name="series", value_name="requests")
         .filter(pl.col("requests").is_not_null())
         .with_columns(pl.col("series").replace_strict(_SERIES))
     )
-    x = alt.X("t_ms:T", title="time (log clock)")
+    x = time_x(WIDTH, field="t_ms", domain=domain)
+    marks = phase_marks(
+        phases.rename({"t": "t_ms"}) if phases is not None else None, x, field="t_ms"
+    )
     names = list(_SERIES.values())
     requests = (
         alt.Chart(long)
         .mark_line(interpolate="step-after")
         .encode(
             x=x,
-            y=alt.Y("requests:Q", title="requests"),
+            y=alt.Y("requests:Q", axis=count_axis("requests")),
             color=alt.Color(
                 "series:N", scale=alt.Scale(domain=names, range=list(PALETTE[:3])), title=None
             ),
@@ -47,15 +58,17 @@ def occupancy_chart(occupancy: pl.DataFrame) -> alt.VConcatChart:
             ),
             tooltip=["series:N", alt.Tooltip("requests:Q", format=".1f")],
         )
-        .properties(height=200, title=_title(occupancy))
+    )
+    upper = alt.layer(requests, *marks).properties(
+        width=WIDTH, height=200, title=_title(occupancy, bool(marks))
     )
     slots = base.select("t_ms", "active_slots_est").filter(pl.col("active_slots_est").is_not_null())
     active = (
         alt.Chart(slots)
-        .mark_line(point=True, color=PALETTE[3])
+        .mark_line(point=alt.OverlayMarkDef(color=PALETTE[3]), color=PALETTE[3])
         .encode(
             x=x,
-            y=alt.Y("active_slots_est:Q", title="active slots"),
+            y=alt.Y("active_slots_est:Q", axis=count_axis("active slots")),
             tooltip=[alt.Tooltip("active_slots_est:Q", format=".1f", title="active slots")],
         )
     )
@@ -72,8 +85,8 @@ def occupancy_chart(occupancy: pl.DataFrame) -> alt.VConcatChart:
             .mark_text(align="left", dx=4, dy=-6, color=MUTED)
             .encode(y="value:Q", text="name:N", x=alt.value(0))
         )
-    lower = alt.layer(*layers).properties(height=140)
-    return alt.vconcat(requests, lower).resolve_scale(x="shared")
+    lower = alt.layer(*layers).properties(width=WIDTH, height=140)
+    return alt.vconcat(upper, lower).resolve_scale(x="shared")
 
 
 def _references(occupancy: pl.DataFrame) -> pl.DataFrame:
@@ -87,13 +100,16 @@ def _references(occupancy: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"name": pl.String, "value": pl.Int64}, orient="row")
 
 
-def _title(occupancy: pl.DataFrame) -> alt.TitleParams:
+def _title(occupancy: pl.DataFrame, phases: bool = False) -> alt.TitleParams:
+    sub = "dashed: what the benchmark offered" + (
+        "; dotted: a phase starts, at its concurrency" if phases else ""
+    )
     if not occupancy.height or occupancy["active_slots_est"].null_count() == occupancy.height:
-        return alt.TitleParams("Requests running vs the one slot #running-req shows")
+        return alt.TitleParams("Requests running vs the one slot #running-req shows", subtitle=sub)
     busiest = occupancy.sort("running_est", descending=True, nulls_last=True).row(0, named=True)
     text = (
         f"At peak ~{busiest['running_est']:.0f} requests run in "
         f"~{busiest['active_slots_est']:.0f} of {busiest['slots']} slots "
         f"({busiest['stages']} stages); #running-req shows one slot: {busiest['running_req']}"
     )
-    return alt.TitleParams(text, subtitle="dashed: what the benchmark offered")
+    return alt.TitleParams(text, subtitle=sub)

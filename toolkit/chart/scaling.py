@@ -11,7 +11,7 @@ import altair as alt
 import polars as pl
 
 from toolkit.chart.encode import labels_of
-from toolkit.chart.theme import MUTED, color_scale, log2_scale
+from toolkit.chart.theme import MUTED, WIDTH, color_scale, log2_scale
 
 __all__ = ["efficiency_chart", "frontier_chart", "latency_chart", "throughput_chart"]
 
@@ -100,7 +100,7 @@ def throughput_chart(table: pl.DataFrame, gap: pl.DataFrame | None = None) -> al
             .encode(x=x, y="high_tok_s:Q", text="note:N")
         )
         layers += [bars, text]
-    return alt.layer(*layers).properties(title=_throughput_title(table, gap))
+    return alt.layer(*layers).properties(width=WIDTH, title=_throughput_title(table, gap))
 
 
 def _throughput_title(table: pl.DataFrame, gap: pl.DataFrame | None) -> alt.TitleParams:
@@ -158,7 +158,7 @@ def efficiency_chart(table: pl.DataFrame, threshold: float = 0.5) -> alt.LayerCh
         .mark_rule(strokeDash=[4, 4], color=MUTED)
         .encode(y="threshold:Q")
     )
-    return alt.layer(rule, lines).properties(title=_efficiency_title(table, threshold))
+    return alt.layer(rule, lines).properties(width=WIDTH, title=_efficiency_title(table, threshold))
 
 
 def _efficiency_title(table: pl.DataFrame, threshold: float) -> alt.TitleParams:
@@ -208,7 +208,9 @@ def latency_chart(table: pl.DataFrame, metric: str = "tpot_median_ms") -> alt.Ch
                 alt.Tooltip(f"{metric}:Q", format=".1f"),
             ],
         )
-        .properties(title=alt.TitleParams(text=title, subtitle="median over repeated runs"))
+        .properties(
+            width=WIDTH, title=alt.TitleParams(text=title, subtitle="median over repeated runs")
+        )
     )
 
 
@@ -245,7 +247,7 @@ def frontier_chart(points: pl.DataFrame) -> alt.LayerChart:
         .mark_text(dx=8, dy=-6, align="left", color=MUTED)
         .encode(x=x, y=y, text=alt.Text("concurrency:Q", format="d"))
     )
-    return alt.layer(path, dots, text).properties(title=_frontier_title(points))
+    return alt.layer(path, dots, text).properties(width=WIDTH, title=_frontier_title(points))
 
 
 def _frontier_title(points: pl.DataFrame) -> alt.TitleParams:

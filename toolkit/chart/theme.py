@@ -3,12 +3,14 @@
 The palette is Okabe & Ito's (distinguishable under the common colour-vision deficiencies),
 with yellow last because it is faint on white. Charts also set their colour scale explicitly
 (``color_scale``) so a layout keeps its colour across charts whatever theme is active.
-Importing this module registers the theme and enables it unless the user chose another one.
+Importing this module changes no setting of altair: ``applied()`` uses the theme for the
+moment a chart becomes a spec, and only when the user has not enabled a theme of their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import altair as alt
 
@@ -25,7 +27,9 @@ PALETTE: tuple[str, ...] = (
 )
 FONT = "Inter, 'Helvetica Neue', Arial, sans-serif"
 MUTED = "#595959"  # reference lines and notes: dark enough for 7:1 contrast on white
-WIDTH, HEIGHT = 520, 320
+WIDTH, HEIGHT = 760, 320
+"""Plot area in pixels: with its axis and legend a chart spans most of a report page or a
+JupyterLab notebook on a laptop screen."""
 
 
 def config() -> alt.theme.ThemeConfig:
@@ -59,9 +63,17 @@ def config() -> alt.theme.ThemeConfig:
     )
 
 
-def enable() -> None:
-    """Register the theme and make it the active one."""
-    alt.theme.register(NAME, enable=True)(config)
+@contextmanager
+def applied() -> Iterator[None]:
+    """The ppscope theme for the ``with`` block, unless another theme than altair's default is
+    active (a user's choice wins); altair's previous theme is restored afterwards."""
+    if alt.theme.active != "default":
+        yield
+        return
+    if NAME not in alt.theme.names():
+        alt.theme.register(NAME, enable=False)(config)
+    with alt.theme.enable(NAME):
+        yield
 
 
 def color_scale(labels: Sequence[str]) -> alt.Scale:
@@ -73,8 +85,3 @@ def color_scale(labels: Sequence[str]) -> alt.Scale:
 def log2_scale() -> alt.Scale:
     """Concurrency axis: doublings equally spaced."""
     return alt.Scale(type="log", base=2)
-
-
-alt.theme.register(NAME, enable=False)(config)
-if alt.theme.active == "default":
-    alt.theme.enable(NAME)

@@ -1,14 +1,19 @@
-"""Offline charts: Vega-Lite specs drawn by a vega bundle that ships inside the page.
+"""Offline HTML charts: Vega specs drawn by a vega bundle that ships inside the page.
 
 Altair's default renderer loads vega from a CDN and its ``inline`` template repeats the 0.9 MB
-bundle per chart, which breaks on the second chart. Here a chart's output
-is only a ``<div>`` and a short script that calls ``vegaEmbed``; the bundle itself is inlined
-once: by the nbconvert template in a rendered report, or by ``bundle_html`` (shown once by
-``toolkit.report.render.setup``) in a live notebook.
+bundle per chart, which breaks on the second chart. In the HTML report a chart is only a
+``<div>`` and a short script that calls ``vegaEmbed``; the bundle itself is inlined once, in
+the head, by the nbconvert template.
+
+A notebook's chart outputs carry a Vega part and a static image (``toolkit.report.display``);
+``inline_charts`` turns a copy of the executed notebook into the HTML form for the export only.
+No altair renderer is registered or enabled: the notebook kept beside the report, and any
+kernel, see altair as the user left it.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import os
@@ -17,35 +22,24 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import altair as alt
-
+from toolkit.report.display import IMAGE_MIMES, VEGA_MIME, vl_version
 from toolkit.schema.jsonable import to_json
 
 __all__ = [
-    "RENDERER",
     "bundle_html",
     "chart_html",
-    "enable",
     "external_refs",
+    "inline_charts",
     "json_for_script",
     "vega_bundle",
 ]
 
-RENDERER = "ppscope"
 _counter = itertools.count(1)
 
 
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "ppscope"
-
-
-def _vl_version() -> str | None:
-    """Altair's Vega-Lite major.minor when vl-convert ships it (else its own latest)."""
-    import vl_convert as vlc
-
-    wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-    return wanted if wanted in vlc.get_vegalite_versions() else None
 
 
 @cache
@@ -56,7 +50,7 @@ def vega_bundle() -> str:
     """
     import vl_convert as vlc
 
-    version = _vl_version()
+    version = vl_version()
     key = hashlib.sha256(f"{vlc.__version__}|{version}".encode()).hexdigest()[:16]
     path = _cache_dir() / f"vega-bundle-{key}.js"
     try:
@@ -90,11 +84,16 @@ def json_for_script(value: Any) -> str:
 
 
 def chart_html(spec: dict[str, Any]) -> str:
-    """A chart container and the script that draws ``spec`` into it once vegaEmbed exists.
+    """A chart container and the script that draws ``spec`` (Vega, or Vega-Lite without a
+    ``$schema`` naming Vega) into it once vegaEmbed exists.
 
     The id is numbered and hashed so a report renders the same twice; the script waits for the
-    bundle (a live notebook may show the chart before the bundle cell has run) for up to 20 s.
+    bundle for up to 20 s. ``$schema`` is dropped and the mode given instead: the page's bundle
+    may be a newer Vega than the version a spec names, which vegaEmbed would warn about.
     """
+    spec = dict(spec)
+    schema = str(spec.pop("$schema", ""))
+    mode = "vega" if "/schema/vega/" in schema else "vega-lite"
     text = json_for_script(spec)
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     div = f"ppscope-chart-{next(_counter)}-{digest}"
@@ -102,30 +101,26 @@ def chart_html(spec: dict[str, Any]) -> str:
         "(function(){"
         f"var spec={text};var el=document.getElementById('{div}');var tries=0;"
         "function go(){if(!window.vegaEmbed){if(tries++<200){setTimeout(go,100);}return;}"
-        "window.vegaEmbed(el,spec,{actions:false,renderer:'svg'})"
+        f"window.vegaEmbed(el,spec,{{actions:false,renderer:'svg',mode:'{mode}'}})"
         ".catch(function(e){el.textContent='chart failed: '+e;console.error(e);});}"
         "go();})();"
     )
     return f'<div class="ppscope-chart" id="{div}"></div>\n<script>{script}</script>'
 
 
-def _render(spec: dict[str, Any], **_meta: Any) -> dict[str, str]:
-    title = spec.get("title")
-    if isinstance(title, dict):
-        title = title.get("text")
-    plain = f"<chart: {title}>" if isinstance(title, str) else "<chart>"
-    return {"text/html": chart_html(spec), "text/plain": plain}
-
-
-def enable() -> None:
-    """Make altair display charts with ``chart_html`` (no CDN) and allow downsampled frames.
-
-    Frames are downsampled by the library to ≤ ~20k points, above altair's 5000-row guard.
-    """
-    if RENDERER not in alt.renderers.names():
-        alt.renderers.register(RENDERER, _render)
-    alt.renderers.enable(RENDERER)
-    alt.data_transformers.disable_max_rows()
+def inline_charts(nb: Any) -> Any:
+    """A copy of an executed notebook whose chart outputs are offline HTML (``chart_html``),
+    for the HTML export: the static images are left out, the page draws the live chart."""
+    out = copy.deepcopy(nb)
+    for cell in out.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if VEGA_MIME not in data:
+                continue
+            for mime in (*IMAGE_MIMES, "text/html"):
+                data.pop(mime, None)
+            data["text/html"] = chart_html(data.pop(VEGA_MIME))
+    return out
 
 
 _REF = re.compile(

@@ -6,12 +6,13 @@ interpreter, then writes
 - ``NAME.html``: self-contained. The vega bundle is inlined once in the head (the nbconvert
   template ``templates/offline`` drops require.js, MathJax and mermaid), charts are a ``<div>``
   and a call each, code inputs are hidden unless ``with_code``.
-- ``NAME.json``: the sidecar: findings, gap table, parameters, provenance and every record
-  the notebook's views emitted.
+- ``NAME.json``: the sidecar: summary, findings, gap table, parameters, provenance and every
+  record the notebook's views emitted.
+- ``NAME.ipynb``: the executed notebook. Each chart is a Vega part (JupyterLab draws it, no
+  trust needed) and a static image (GitHub, nbviewer, any reader without JavaScript).
 
 Secrets are redacted by default (see ``toolkit.report.redact``). When a cell fails, ``render``
-writes the partial notebook as ``NAME.ipynb`` beside the report and raises ``CellError`` naming
-the cell.
+writes the partial notebook as ``NAME.ipynb`` and raises ``CellError`` naming the cell.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from toolkit.report.context import (
     ENV_REPORT,
     RECORD_MIME,
 )
-from toolkit.report.offline import bundle_html, external_refs
+from toolkit.report.offline import bundle_html, external_refs, inline_charts
 from toolkit.report.paths import common_root, split_runs, strip_root
 from toolkit.report.provenance import input_files, provenance
 from toolkit.report.redact import (
@@ -50,7 +51,7 @@ from toolkit.report.redact import (
     secrets_in_command,
     walk_strings,
 )
-from toolkit.report.sections import STYLE, resolve_run_dir, setup
+from toolkit.report.sections import STYLE, resolve_run_dir
 from toolkit.schema.jsonable import to_json
 
 __all__ = [
@@ -62,7 +63,6 @@ __all__ = [
     "notebook_parameters",
     "notebook_path",
     "render",
-    "setup",
 ]
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -105,6 +105,7 @@ class Report:
 
     html: Path
     sidecar: Path
+    notebook: Path
     size_bytes: int
     seconds: float
     sidecar_data: dict[str, Any] = field(repr=False)
@@ -346,8 +347,9 @@ def _export_html(nb: Any, with_code: bool, title: str) -> str:
         exclude_input_prompt=True,
         exclude_output_prompt=True,
     )
-    nb.metadata["title"] = title
-    body, _ = exporter.from_notebook_node(nb, resources={"ppscope_head": STYLE + bundle_html()})
+    page = inline_charts(nb)
+    page.metadata["title"] = title
+    body, _ = exporter.from_notebook_node(page, resources={"ppscope_head": STYLE + bundle_html()})
     return body
 
 
@@ -448,9 +450,10 @@ def render(
         nb = nbformat.read(executed, as_version=4)
     secrets = _secrets(run_dirs) if redact else set()
     records = _clean_notebook(nb, secrets, redact, root)
+    kept = out_html.with_suffix(".ipynb")
+    nbformat.write(nb, kept)
     if failure is not None:
-        partial = out_html.with_suffix(".ipynb")
-        nbformat.write(nb, partial)
+        partial = kept
         error = redact_text(failure, secrets) if redact else failure
         cell, section = _failed_cell(nb)
         raise CellError(nb_path.name, cell, section, error, partial)
@@ -468,6 +471,7 @@ def render(
         "report": out_html.name,
         "params": {**resolved, **record["parameters"]},
         "provenance": record,
+        "summary": records.pop("summary", None),
         "findings": records.pop("findings", None),
         "skipped": records.pop("skipped", None),
         "gap": records.pop("gap", None),
@@ -479,4 +483,4 @@ def render(
     seconds = time.perf_counter() - started
     size = out_html.stat().st_size
     _say(progress, f"wrote {out_html} ({size / 1e6:.2f} MB) and {sidecar.name} in {seconds:.1f} s")
-    return Report(out_html, sidecar, size, seconds, data)
+    return Report(out_html, sidecar, kept, size, seconds, data)

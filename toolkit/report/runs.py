@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.analyze.scaling import unlike
-from toolkit.diagnose import RunAnalysis
+from toolkit.diagnose import Finding, RunAnalysis, diagnose, skipped_checks
 from toolkit.errors import ToolkitError
 from toolkit.load.gpu.trace import GpuTrace, Topology
 from toolkit.load.run import Run, load_run
@@ -50,6 +50,7 @@ class RunSet:
         self.runs = list(runs)
         self.paths = list(given) if given is not None else [str(r.path) for r in self.runs]
         self._analyses: list[RunAnalysis] | None = None
+        self._diagnosis: tuple[list[Finding], list[dict[str, str]]] | None = None
 
     def __iter__(self) -> Iterator[Run]:
         return iter(self.runs)
@@ -71,14 +72,35 @@ class RunSet:
             out.append(label if seen[label] == 1 else f"{label} ({run.path.name})")
         return out
 
+    def label(self, name: str) -> str:
+        """The full label a name means: the label itself, else the one label equal to it
+        ignoring case, else the one label it starts (``tp8`` → ``TP8 (tp8)``).
+
+        Raises ``ToolkitError`` listing the labels when none or several match.
+        """
+        labels = self.labels
+        wanted = name.strip()
+        if wanted in labels:
+            return wanted
+        folded = wanted.casefold()
+        for matches in (
+            [x for x in labels if x.casefold() == folded],
+            [x for x in labels if x.casefold().startswith(folded)],
+        ):
+            if len(matches) == 1:
+                return matches[0]
+            if len(matches) > 1:
+                raise ToolkitError(
+                    f"run {name!r} is ambiguous: it matches {', '.join(map(repr, matches))}"
+                )
+        raise ToolkitError(f"no run labelled {name!r} (have: {', '.join(map(repr, labels))})")
+
     def get(self, label: str | None) -> Run:
-        """The run with this label (the first run when None or empty)."""
-        if not label:
+        """The run a label names (``label``: full, any case, or a unique prefix); the first run
+        when None or empty."""
+        if not label or not label.strip():
             return self.runs[0]
-        for name, run in zip(self.labels, self.runs, strict=True):
-            if name == label:
-                return run
-        raise ToolkitError(f"no run labelled {label!r} (have: {', '.join(self.labels)})")
+        return self.runs[self.labels.index(self.label(label))]
 
     @property
     def shown_paths(self) -> list[str]:
@@ -101,6 +123,14 @@ class RunSet:
             for ctx in self._analyses:
                 ctx.peers = tuple(c for c in self._analyses if c is not ctx)
         return self._analyses
+
+    def diagnosis(self) -> tuple[list[Finding], list[dict[str, str]]]:
+        """The ranked findings and the skipped checks of these runs (diagnosed once, shared by
+        the summary and the findings section)."""
+        if self._diagnosis is None:
+            analyses = self.analyses
+            self._diagnosis = (diagnose(analyses), skipped_checks(analyses))
+        return self._diagnosis
 
     def analysis(self, run: Run) -> RunAnalysis:
         return self.analyses[self.runs.index(run)]

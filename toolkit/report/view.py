@@ -10,6 +10,7 @@ shown, so a section that forgets cannot leak.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,10 +19,25 @@ import altair as alt
 import polars as pl
 
 from toolkit.report.context import RECORD_MIME, in_report, redacting
+from toolkit.report.display import chart_bundle
 from toolkit.report.redact import escape, redact_text, walk_strings
 from toolkit.schema.jsonable import jsonable
 
-__all__ = ["STYLE", "View", "clean", "clean_frame", "jsonable", "note", "para", "table_html"]
+__all__ = [
+    "MAX_COLUMNS",
+    "STYLE",
+    "Table",
+    "View",
+    "clean",
+    "clean_frame",
+    "jsonable",
+    "note",
+    "para",
+    "table_html",
+]
+
+MAX_COLUMNS = 8
+"""A table with more columns shows its key columns, the rest behind a toggle."""
 
 # Table rules name the class twice: JupyterLab right-aligns every cell with a
 # ``:not(.jp-RenderedMarkdown)`` rule that a single class does not outrank.
@@ -37,10 +53,42 @@ font-weight:600}
 .ppscope-table.ppscope-table th,.ppscope-table.ppscope-table td{border-bottom:1px solid #ddd;
 padding:2px 8px;text-align:left;vertical-align:top}
 .ppscope-table.ppscope-table td.num{text-align:right;font-variant-numeric:tabular-nums}
+.ppscope-wide{overflow-x:auto;max-width:100%}
+details.ppscope-more>summary{cursor:pointer;color:#0072B2;font-size:12px;margin:2px 0 8px}
+.ppscope-summary{border:1px solid #d0d0d0;border-radius:6px;background:#fbfbfb;
+padding:10px 16px;margin:8px 0 16px}
+.ppscope-summary .ppscope-banner{margin:0 0 8px;padding:4px 10px}
+.ppscope-verdict{font-size:17px;font-weight:600;margin:4px 0 8px}
+.ppscope-verdicts{margin:6px 0;padding-left:20px}
+.ppscope-verdicts li{margin:2px 0}
+.ppscope-sev{display:inline-block;min-width:58px;text-align:center;border-radius:3px;
+font-size:11px;font-weight:700;color:#fff;background:#0072B2;margin-right:4px}
+.ppscope-sev.sev-high{background:#D55E00}
+.ppscope-sev.sev-medium{background:#B07A00}
 .ppscope-provenance table{border-collapse:collapse;font-size:12px;margin:6px 0}
 .ppscope-provenance.ppscope-provenance td,.ppscope-provenance.ppscope-provenance th{
 border-bottom:1px solid #ddd;padding:2px 8px;text-align:left}
 </style>"""
+
+
+@dataclass
+class Table:
+    """A frame shown with its ``key`` columns first and the rest behind a toggle."""
+
+    frame: pl.DataFrame
+    key: tuple[str, ...] = ()
+    max_rows: int = 40
+
+    def html(self) -> str:
+        return table_html(self.frame, self.max_rows, key=self.key or None)
+
+
+def _html(item: Any) -> str:
+    if isinstance(item, pl.DataFrame):
+        return table_html(item)
+    if isinstance(item, Table):
+        return item.html()
+    return item
 
 
 @dataclass
@@ -74,13 +122,14 @@ class View:
 
     def html(self) -> str:
         """The view's HTML without its charts (tables and notes), for tests and exports."""
-        return "".join(
-            table_html(i) if isinstance(i, pl.DataFrame) else i
-            for i in self.items
-            if isinstance(i, str | pl.DataFrame)
-        )
+        return "".join(_html(i) for i in self.items if isinstance(i, str | pl.DataFrame | Table))
 
     def _ipython_display_(self) -> None:
+        self.show()
+
+    def show(self, *, image: bool = True) -> None:
+        """Display the view: HTML pieces as they are, each chart as its MIME bundle (a Vega part
+        and, unless ``image=False``, a static image; ``toolkit.report.display``)."""
         from IPython.display import HTML, display
 
         pending: list[str] = []
@@ -89,9 +138,9 @@ class View:
                 if pending:
                     display(HTML("".join(pending)))
                     pending = []
-                display(item)
+                display(chart_bundle(item, image=image), raw=True)
             else:
-                pending.append(table_html(item) if isinstance(item, pl.DataFrame) else item)
+                pending.append(_html(item))
         if pending:
             display(HTML("".join(pending)))
         if self.record and in_report():
@@ -109,9 +158,27 @@ def para(text: str) -> str:
     return f"<p>{escape(clean(text))}</p>"
 
 
-def table_html(frame: pl.DataFrame, max_rows: int = 40) -> str:
+def table_html(frame: pl.DataFrame, max_rows: int = 40, *, key: Sequence[str] | None = None) -> str:
     """An HTML table of a frame with every cell escaped (text cells cleaned of secrets);
-    long frames are cut with a note."""
+    long frames are cut with a note.
+
+    A frame wider than ``MAX_COLUMNS`` (or given ``key`` columns) shows the key columns (by
+    default the first ``MAX_COLUMNS - 1``) and every column behind an "all columns" toggle.
+    """
+    if key is None and frame.width > MAX_COLUMNS:
+        key = frame.columns[: MAX_COLUMNS - 1]
+    if key is None or set(frame.columns) <= set(key):
+        return _plain_table(frame, max_rows)
+    shown = [c for c in key if c in frame.columns]
+    return (
+        _plain_table(frame.select(shown), max_rows)
+        + '<details class="ppscope-more"><summary>'
+        + f"all {frame.width} columns</summary>"
+        + f'<div class="ppscope-wide">{_plain_table(frame, max_rows)}</div></details>'
+    )
+
+
+def _plain_table(frame: pl.DataFrame, max_rows: int) -> str:
     shown = frame.head(max_rows)
     head = "".join(f"<th>{escape(clean(c))}</th>" for c in shown.columns)
     numeric = [dt.is_numeric() for dt in shown.dtypes]

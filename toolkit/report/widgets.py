@@ -62,13 +62,14 @@ class Explorer:
 
     def _show(self) -> None:
         from IPython import get_ipython
-        from IPython.display import display
 
         if get_ipython() is None:
             return  # driven from plain Python (tests): the view is there, nothing to draw into
         self.output.clear_output(wait=True)
         with self.output:
-            display(self.view)
+            # a live control redraws at once: no static image, which only a saved notebook
+            # needs, and an explorer's output lives in widget state, not in the notebook
+            self.view.show(image=False)
 
     @property
     def widget(self) -> W.VBox:
@@ -108,13 +109,11 @@ class ScalingExplorer(Explorer):
 
     def __init__(self, runs: views.RunSet, a: str = "", b: str = "") -> None:
         labels = _labels(runs)
+        a = runs.label(a) if a else labels[0]
+        b = runs.label(b) if b else next((x for x in labels if x != a), labels[0])
         self.controls = {
-            "a": W.Dropdown(options=labels, value=a or labels[0], description="layout A"),
-            "b": W.Dropdown(
-                options=labels,
-                value=b or (labels[1] if len(labels) > 1 else labels[0]),
-                description="layout B",
-            ),
+            "a": W.Dropdown(options=labels, value=a, description="layout A"),
+            "b": W.Dropdown(options=labels, value=b, description="layout B"),
             "metric": W.Dropdown(options=list(self.METRICS), description="show"),
         }
         super().__init__(runs)
@@ -124,7 +123,7 @@ class ScalingExplorer(Explorer):
         metric = self.METRICS[c["metric"].value]
         if metric == "throughput":
             a, b = c["a"].value, c["b"].value
-            return views.scaling(self.runs, a, b if b != a else "")
+            return views.scaling(self.runs, a, b)
         if metric == "efficiency":
             return views.efficiency(self.runs)
         return views.latency(self.runs, metric)
@@ -188,6 +187,14 @@ class WhatIfExplorer(Explorer):
         return views.what_if(self.runs, self.changes)
 
 
+def _set_choices(widget: W.Widget, options: list[str], value: Any) -> None:
+    """New options and value for a selection widget, sent to the page in one message: sent
+    apart, the page applies a selection index to options it does not have yet."""
+    with widget.hold_sync():
+        widget.options = options
+        widget.value = value
+
+
 def _window_slider(span: float) -> W.FloatRangeSlider:
     """A time window over the whole run, in minutes."""
     span = max(span, 0.1)
@@ -235,8 +242,9 @@ class _RunWindowExplorer(Explorer):
 
     def _set_window(self, span: float) -> None:
         window = self.controls["window"]
-        window.max = max(span, 0.1)
-        window.value = (0.0, max(span, 0.1))
+        with window.hold_sync():
+            window.max = max(span, 0.1)
+            window.value = (0.0, max(span, 0.1))
 
 
 class TimelineExplorer(_RunWindowExplorer):
@@ -259,8 +267,7 @@ class TimelineExplorer(_RunWindowExplorer):
         """A new run has its own length and stages: reset the window and stage list to them."""
         span, stages = views.timeline_extent(self.runs, run)
         self._set_window(span)
-        self.controls["stages"].options = stages
-        self.controls["stages"].value = tuple(stages)
+        _set_choices(self.controls["stages"], stages, tuple(stages))
 
     def compute(self) -> views.View:
         c = self.controls
@@ -303,10 +310,8 @@ class GpuExplorer(_RunWindowExplorer):
         c = self.controls
         if metrics:
             keep = c["metric"].value if c["metric"].value in metrics else metrics[0]
-            c["metric"].options = metrics
-            c["metric"].value = keep
-        c["gpus"].options = gpus
-        c["gpus"].value = tuple(gpus)
+            _set_choices(c["metric"], metrics, keep)
+        _set_choices(c["gpus"], gpus, tuple(gpus))
         self._set_window(span)
 
     def compute(self) -> views.View:

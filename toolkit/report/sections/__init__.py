@@ -25,8 +25,9 @@ from toolkit.report.sections.occupancy import occupancy
 from toolkit.report.sections.parts import MAX_POINTS, gpu_labels, pick_run
 from toolkit.report.sections.scaling import efficiency, frontier_view, latency, scaling
 from toolkit.report.sections.setup import setup
+from toolkit.report.sections.summary import summary
 from toolkit.report.sections.text import glossary, log_excerpts, provenance_view
-from toolkit.report.sections.timeline import stage_timeline, timeline_extent
+from toolkit.report.sections.timeline import stage_timeline, stage_timelines, timeline_extent
 from toolkit.report.view import STYLE, View, note, table_html
 
 __all__ = [
@@ -57,6 +58,8 @@ __all__ = [
     "scaling",
     "setup",
     "stage_timeline",
+    "stage_timelines",
+    "summary",
     "table_html",
     "thin",
     "timeline_extent",

@@ -15,7 +15,6 @@ from toolkit.report.runs import RunSet
 from toolkit.report.view import (
     View,
     note,
-    para,
 )
 
 __all__ = ["config_diff"]
@@ -66,12 +65,20 @@ def config_diff(
         labels=names,
         only_changed=only_different and len(with_launch) > 1,
     )
+    compared = diff["key"].n_unique()
     if contains:
-        diff = diff.filter(pl.col("key").str.contains(contains, literal=True))
+        diff = diff.filter(pl.col("key").str.contains(contains.strip(), literal=True))
     diff = _redacted_diff(diff)
     shown = diff.select("key", "group", "run", "value")
     if not diff.height:
-        items.append(para("No setting differs" + (f" matching {contains!r}." if contains else ".")))
+        if contains and compared:
+            scope = "that differ" if only_different and len(with_launch) > 1 else "shown"
+            text = f"No setting name contains {contains.strip()!r} among the {compared} {scope}" + (
+                ": untick 'only differences' to search every setting." if scope != "shown" else "."
+            )
+        else:
+            text = "No setting differs between these runs."
+        items.append(note(text))
         return View("config", items, {"config_diff": shown})
     items.append(config_diff_chart(diff))
     return View("config", items, {"config_diff": shown})

@@ -11,12 +11,15 @@ from toolkit.report.redact import escape
 from toolkit.report.runs import RunSet
 from toolkit.report.view import (
     STYLE,
+    Table,
     View,
     clean,
     para,
 )
 
 __all__ = ["header"]
+
+_KEY = ("run", "layout", "hardware", "interconnect", "GPUs", "log span")
 
 
 def _sglang_version(run: Run) -> str | None:
@@ -89,7 +92,7 @@ def header(runs: RunSet) -> View:
             + "."
         )
     )
-    items.append(frame.drop("synthetic"))
+    items.append(Table(frame.drop("synthetic"), key=_KEY))
     for label, text in notes:
         if text:
             items.append(

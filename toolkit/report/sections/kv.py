@@ -19,16 +19,19 @@ __all__ = ["kv_pressure"]
 def kv_pressure(runs: RunSet, threshold: float = 0.9, max_points: int = MAX_POINTS) -> View:
     """KV pool usage over time per run, and the retractions a full pool caused
     (``analyze.kv``)."""
-    frames, records = [], []
+    frames, records, single = [], [], []
     for run, label in zip(runs, runs.labels, strict=True):
         kv = runs.analysis(run).kv.filter(
             pl.col("ts").is_not_null() & pl.col("token_usage").is_not_null()
         )
         if not kv.height:
             continue
-        frames.append(
-            since_first(kv.select(epoch_ms(), pl.lit(label).alias("label"), "token_usage"))
-        )
+        if kv.height < 2:
+            single.append(label)  # one sample draws no line: said in a note, not the chart
+        else:
+            frames.append(
+                since_first(kv.select(epoch_ms(), pl.lit(label).alias("label"), "token_usage"))
+            )
         records.append(
             {
                 "run": label,
@@ -39,8 +42,14 @@ def kv_pressure(runs: RunSet, threshold: float = 0.9, max_points: int = MAX_POIN
                 "max_total_num_tokens": run.layout.max_total_num_tokens,
             }
         )
+    notes = (
+        [note(f"Only one KV usage sample in {', '.join(single)}: no line to draw.")]
+        if single
+        else []
+    )
     if not frames:
-        return View("kv", [note("No KV usage (token usage) in these logs.")], {"kv": records})
+        text = "No KV usage (token usage) in these logs."
+        return View("kv", [*notes, note(text)] if not records else notes, {"kv": records})
     data, _ = downsample_means(pl.concat(frames), ["label"], ["token_usage"], max_points)
     table = pl.DataFrame(records, infer_schema_length=None)
-    return View("kv", [kv_pressure_chart(data, threshold), table], {"kv": records})
+    return View("kv", [kv_pressure_chart(data, threshold), *notes, table], {"kv": records})

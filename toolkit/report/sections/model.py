@@ -18,7 +18,7 @@ from toolkit.errors import ToolkitError
 from toolkit.report.redact import escape
 from toolkit.report.runs import RunSet
 from toolkit.report.sections.parts import no_bench
-from toolkit.report.view import View, note
+from toolkit.report.view import Table, View, note
 from toolkit.run_analysis import RunAnalysis, model_groups
 
 __all__ = ["model", "what_if"]
@@ -82,7 +82,8 @@ def model(runs: RunSet) -> View:
         "unexplained_round_ms",
         "calibration",
     )
-    items += [model_chart(points), shown]
+    key = ("label", "concurrency", "observed_tok_s", "expected_tok_s", "residual_pct", "regime")
+    items += [model_chart(points), Table(shown, key=key)]
     return View("model", items, {"model": {"fits": fits, "points": shown}})
 
 

@@ -7,10 +7,22 @@ from typing import Any
 from toolkit.analyze.series import thin
 from toolkit.chart.occupancy import occupancy_chart
 from toolkit.report.runs import RunSet
-from toolkit.report.sections.parts import MAX_POINTS, titled
+from toolkit.report.sections.parts import MAX_POINTS, by_concurrency, phase_labels, titled
 from toolkit.report.view import (
+    Table,
     View,
     note,
+)
+
+_KEY = (
+    "concurrency",
+    "phase",
+    "running_est",
+    "slot_req",
+    "active_slots_est",
+    "stages",
+    "slots",
+    "gen_tok_s",
 )
 
 __all__ = ["occupancy"]
@@ -29,11 +41,13 @@ def occupancy(runs: RunSet, max_points: int = MAX_POINTS) -> View:
             items.append(note(f"{label}: no Decode batch lines to estimate occupancy from."))
             continue
         # the chart draws every row in two panels
-        items.append(titled(occupancy_chart(thin(ctx.occupancy, max_points // 2)), label))
+        rows = thin(ctx.occupancy, max_points // 2)
+        phases = phase_labels(runs, run, rows["ts"])
+        items.append(titled(occupancy_chart(rows, phases), label))
         summary = ctx.phase_summary
         records.append({"run": label, "phases": summary})
         if summary.height:
-            items.append(summary)
+            items.append(Table(by_concurrency(summary), key=_KEY))
     if not items:
         items.append(note("No pipeline-parallel run here: every request shares one batch."))
     return View("occupancy", items, {"occupancy": records})

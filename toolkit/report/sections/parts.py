@@ -5,6 +5,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from toolkit.analyze.series import epoch_ms
 from toolkit.errors import ToolkitError
 from toolkit.load.gpu.trace import gpu_roles
 from toolkit.load.run import Run
@@ -16,8 +17,10 @@ from toolkit.report.view import (
 
 __all__ = [
     "MAX_POINTS",
+    "by_concurrency",
     "gpu_labels",
     "no_bench",
+    "phase_labels",
     "pick_run",
     "pp_size_of",
     "run_frames",
@@ -38,6 +41,32 @@ def titled(chart: alt.TopLevelMixin, label: str) -> alt.TopLevelMixin:
     if isinstance(title, str):
         return chart.properties(title=f"{label}: {title}")
     return chart.properties(title=label)
+
+
+def by_concurrency(frame: pl.DataFrame) -> pl.DataFrame:
+    """A table of phases led by the concurrency each was offered: ``offered`` becomes
+    ``concurrency``, first, then ``phase`` (the number the findings' text uses)."""
+    if "phase" not in frame.columns or "offered" not in frame.columns:
+        return frame
+    rest = [c for c in frame.columns if c not in ("phase", "offered")]
+    return frame.rename({"offered": "concurrency"}).select("concurrency", "phase", *rest)
+
+
+def phase_labels(runs: RunSet, run: Run, times: pl.Series) -> pl.DataFrame | None:
+    """Epoch ms (``t``) of each benchmark phase's first decode line and ``c=<concurrency>``
+    (``label``), for the phases within the range of ``times`` (epoch ms or datetimes); None
+    when the run's phases have no concurrency."""
+    phases = runs.analysis(run).phases
+    times = times.drop_nulls()
+    if not phases.height or phases["offered"].is_null().all() or not times.len():
+        return None
+    if times.dtype.is_temporal():
+        times = times.dt.epoch("ms")
+    return (
+        phases.filter(pl.col("offered").is_not_null())
+        .select(epoch_ms("start"), pl.format("c={}", "offered").alias("label"))
+        .filter(pl.col("t").is_between(times.min(), times.max()))
+    )
 
 
 def no_bench(key: str) -> View:

@@ -19,7 +19,8 @@ __all__ = ["efficiency", "frontier_view", "latency", "scaling"]
 def scaling(runs: RunSet, a: str = "", b: str = "") -> View:
     """Throughput against concurrency per layout and the gap between ``a`` and ``b``.
 
-    ``a`` and ``b`` default to the first two layouts with throughput data.
+    ``a`` and ``b`` default to the first two layouts with throughput data; a label may be
+    given in any case or by a unique prefix (``RunSet.label``).
     """
     bench = runs.bench()
     if bench is None:
@@ -28,9 +29,9 @@ def scaling(runs: RunSet, a: str = "", b: str = "") -> View:
     if not table.height:
         return View("gap", [note("No run has both a concurrency and an output tok/s.")])
     labels = table["label"].unique(maintain_order=True).to_list()
-    a = a or labels[0]
-    b = b or next((x for x in labels if x != a), "")
-    gap = scaling_gap(bench, a, b) if b else None
+    a = runs.label(a) if a else labels[0]
+    b = runs.label(b) if b else next((x for x in labels if x != a), "")
+    gap = scaling_gap(bench, a, b) if b and b != a else None
     differ = runs.unlike()
     items: list[Any] = [note(" ".join(differ))] if differ else []
     items.append(throughput_chart(table, gap))
@@ -49,6 +50,8 @@ def scaling(runs: RunSet, a: str = "", b: str = "") -> View:
         items.append(shown)
         record["gap"] = gap.to_dicts()
         record["crossover"] = crossover(gap)
+    elif b == a:
+        items.append(note(f"Layout A and B are both {a}: pick two layouts to see the gap."))
     else:
         items.append(note("Only one layout has throughput data: no gap to show."))
     return View("gap", items, record)

@@ -69,7 +69,10 @@ def provenance_view(runs: RunSet, params: Mapping[str, Any] | None = None) -> Vi
 
     In a batch render the record is the one ``render`` computed (inputs hashed once).
     """
+    # the files are hashed where the runs were found (a notebook in notebooks/ names
+    # data/... and finds it in the parent); the parameters keep the names as given
     record = provenance_record() or provenance(
-        runs.paths, dict(params) if params is not None else {"runs": join_runs(runs.paths)}
+        [run.path for run in runs],
+        dict(params) if params is not None else {"runs": join_runs(runs.paths)},
     )
     return View("provenance", [provenance_html(record)])
