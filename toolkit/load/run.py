@@ -138,9 +138,7 @@ class Run:
         """Highest rank + 1 of each parallel tag in the log's prefixes (lower bounds)."""
         if self.log is None:
             return {}
-        tags = [t for t in PARALLEL_SIZES if t in self.log.events.columns]
-        row = self.log.events.select(pl.col(t).max() for t in tags).row(0, named=True)
-        return {t: int(v) + 1 for t, v in row.items() if v is not None}
+        return {t: n for t, n in self.log.rank_sizes().items() if t in PARALLEL_SIZES}
 
 
 def run_directory(path: str | Path) -> Path:

@@ -28,7 +28,7 @@ def _add_foo_field(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _entries(tmp_path: Path) -> set[str]:
-    return {p.name for p in (tmp_path / ".ppscope-cache").glob("*.meta.json")}
+    return {p.parent.name for p in (tmp_path / ".ppscope-cache").glob("*/manifest.json")}
 
 
 def test_a_new_field_is_never_served_from_an_old_entry(
