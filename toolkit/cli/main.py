@@ -6,11 +6,20 @@ import argparse
 from types import ModuleType
 
 from toolkit._version import __version__
-from toolkit.cli import diagnose, diff, model, parse, report, scaling, timeline
+from toolkit.cli import cache, diagnose, diff, model, parse, report, scaling, timeline
 from toolkit.cli.output import fail
 from toolkit.errors import ToolkitError
 
-COMMANDS: tuple[ModuleType, ...] = (parse, scaling, model, diagnose, diff, timeline, report)
+COMMANDS: tuple[ModuleType, ...] = (
+    parse,
+    scaling,
+    model,
+    diagnose,
+    diff,
+    timeline,
+    report,
+    cache,
+)
 """Each module has ``NAME``, ``HELP``, ``EXAMPLES``, ``add_arguments(parser)``, ``run(args)``."""
 
 DESCRIPTION = """\

@@ -212,7 +212,8 @@ class SGLangLog:
         return dict(sorted(total.items()))
 
     def coverage(self) -> dict[str, Any]:
-        """Lines read, rows per table, batch lines that did not type fully, odd lines.
+        """Lines read, rows per table, batch lines that did not type fully, odd lines, lines
+        longer than ``text.LINE_CAP`` (kept cut, in ``other``).
 
         Cheap: counts come from the stores; only the small tables are built.
         """
@@ -235,6 +236,7 @@ class SGLangLog:
             "counts": counts,
             "incomplete_batches": sum(int((~f.get_column("complete")).sum()) for f in fixups),
             **{k: sum(s.odd[k] for s in self.sources) for k in ("unreadable", "undated")},
+            "cut_lines": sum(s.long_lines for s in self.sources),
         }
 
     def unrecognized(self, n: int = 5) -> pl.DataFrame:

@@ -86,12 +86,13 @@ def open_store(
     workdir: Path,
     cache: bool,
     *,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int | None = None,
     workers: int = WORKERS,
 ) -> Store:
     """The store of ``path``: read from the cache when whole and current, else built by one
     pass (into the cache, or into ``workdir`` when caching is off or no directory is
     writable)."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     root = cache_io.cache_dir(path) if cache else None
     if root is None:
         out = workdir / f"{path.name}.store"
