@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     paths = list(expand(args.paths))
     with Progress(len(paths), quiet=args.quiet) as progress:
         for path in paths:
-            with progress.step(f"{path.name} ({path.stat().st_size / 1e6:.0f} MB)"):
+            size = "dataset" if path.is_dir() else f"{path.stat().st_size / 1e6:.0f} MB"
+            with progress.step(f"{path.name} ({size})"):
                 try:
                     files.extend(summarize(path, strict=args.strict, cache=not args.no_cache))
                 except ToolkitError as e:
@@ -94,6 +95,8 @@ def summarize(path: Path, *, strict: bool = False, cache: bool = True) -> list[d
                 "synthetic": config.synthetic,
             }
         ]
+    if fmt == "sglang-dataset":
+        return list(load_sglang_log(path, strict=strict).summary()["files"])
     if fmt == "sglang-log":
         out = list(load_sglang_log(path, strict=strict, cache=cache).summary()["files"])
         if sniff_bench_format(path) is not None:  # results printed inside the log

@@ -40,12 +40,14 @@ class Run:
     @property
     def has_inputs(self) -> bool:
         """Whether the run holds anything to analyse: a server log, results or a GPU trace."""
-        return bool({"sglang-log", *BENCH_FORMATS, *trace_formats()} & set(self.files))
+        inputs = {"sglang-log", "sglang-dataset", *BENCH_FORMATS, *trace_formats()}
+        return bool(inputs & set(self.files))
 
     @cached_property
     def log(self) -> SGLangLog | None:
-        """The SGLang server log(s) of the run, or None."""
-        paths = self.files.get("sglang-log", [])
+        """The SGLang server log(s) of the run (files, or a dataset ``ppscope ingest``
+        wrote into the run directory), or None."""
+        paths = self.files.get("sglang-log", []) + self.files.get("sglang-dataset", [])
         return load_sglang_log(paths, cache=self.cache) if paths else None
 
     @cached_property

@@ -19,6 +19,7 @@ import polars as pl
 
 from toolkit.errors import ParseError, ToolkitError
 from toolkit.load import text as lines_io
+from toolkit.load.sglang.dataset import dataset_stores, is_dataset
 from toolkit.load.sglang.error_records import group_errors
 from toolkit.load.sglang.launches import (
     NO_DUMP,
@@ -34,7 +35,7 @@ from toolkit.load.sglang.store import Store, open_store
 from toolkit.load.sglang.wrappers import decode_header
 from toolkit.schema.sglang import BATCHES, EVENTS, HTTP, OTHER, RANK_TAGS
 
-__all__ = ["FORMAT", "NO_DUMP", "Launch", "SGLangLog", "load_sglang_log"]
+__all__ = ["FORMAT", "NO_DUMP", "Launch", "SGLangLog", "load_sglang_log", "open_dataset"]
 
 FORMAT = "sglang-log"
 _RANK = re.compile(r"\b(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)\b")
@@ -362,6 +363,7 @@ def load_sglang_log(
     ----------
     paths
         One file or several (e.g. one per node, merged on one clock); ``.gz`` is read as is.
+        A dataset directory written by ``ppscope ingest`` stands for the logs it holds.
     strict
         Raise ``ParseError`` at the first line that cannot be typed fully (a cut batch line,
         a cut ``server_args`` dump, invalid UTF-8, control characters) instead of recording it.
@@ -382,6 +384,9 @@ def load_sglang_log(
     try:
         stores = []
         for path in files:
+            if is_dataset(path):
+                stores.extend(dataset_stores(path))
+                continue
             if not path.is_file():
                 raise ToolkitError(f"{path}: no such file")
             stores.append(open_store(path, workdir, cache))
@@ -392,6 +397,12 @@ def load_sglang_log(
     if strict:
         _check_strict(log)
     return log
+
+
+def open_dataset(path: str | Path, *, strict: bool = False) -> SGLangLog:
+    """The logs of a dataset written by ``ppscope ingest``: the same tables as
+    ``load_sglang_log`` of the files it was made from, as lazy scans of its Parquet pieces."""
+    return load_sglang_log([Path(path)], strict=strict)
 
 
 def _check_strict(log: SGLangLog) -> None:
