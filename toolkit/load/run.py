@@ -57,7 +57,10 @@ class Run:
         if not paths:
             return None
         return load_gpu_trace(
-            paths, fields=self.config.gpu_trace_fields, clock_offset_s=self.config.clock_offset_s
+            paths,
+            fields=self.config.gpu_trace_fields,
+            clock_offset_s=self.config.clock_offset_s,
+            cache=self.cache,
         )
 
     @cached_property

@@ -10,14 +10,13 @@ once: by the nbconvert template in a rendered report, or by ``bundle_html`` (sho
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import itertools
 import os
 import re
 from functools import cache
 from pathlib import Path
 from typing import Any
-
-import altair as alt
 
 from toolkit.schema.jsonable import to_json
 
@@ -44,8 +43,26 @@ def _vl_version() -> str | None:
     """Altair's Vega-Lite major.minor when vl-convert ships it (else its own latest)."""
     import vl_convert as vlc
 
-    wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    schema = _altair_schema_version()
+    if schema is None:
+        import altair as alt
+
+        schema = alt.SCHEMA_VERSION
+    wanted = ".".join(schema.lstrip("v").split(".")[:2])
     return wanted if wanted in vlc.get_vegalite_versions() else None
+
+
+def _altair_schema_version() -> str | None:
+    """Altair's Vega-Lite schema version read from its source, without importing altair
+    (whose import costs seconds, mostly for a URI grammar the report never uses)."""
+    spec = importlib.util.find_spec("altair")
+    if spec is None or spec.origin is None:
+        return None
+    for schema in sorted(Path(spec.origin).parent.glob("vegalite/v*/schema/__init__.py")):
+        m = re.search(r'^SCHEMA_VERSION = "(v[\d.]+)"', schema.read_text(), re.M)
+        if m:
+            return m.group(1)
+    return None
 
 
 @cache
@@ -122,6 +139,8 @@ def enable() -> None:
 
     Frames are downsampled by the library to ≤ ~20k points, above altair's 5000-row guard.
     """
+    import altair as alt
+
     if RENDERER not in alt.renderers.names():
         alt.renderers.register(RENDERER, _render)
     alt.renderers.enable(RENDERER)

@@ -41,7 +41,8 @@ from toolkit.report.context import (
 from toolkit.report.offline import bundle_html, external_refs
 from toolkit.report.provenance import input_files, provenance
 from toolkit.report.redact import redact_text, scrub, secrets_in_args, secrets_in_command
-from toolkit.report.sections import STYLE, resolve_run_dir, setup
+from toolkit.report.runs import resolve_run_dir
+from toolkit.report.view import STYLE
 from toolkit.schema.jsonable import to_json
 
 __all__ = [
@@ -53,8 +54,18 @@ __all__ = [
     "notebook_parameters",
     "notebook_path",
     "render",
-    "setup",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ``setup`` (charts, altair) is what a notebook's kernel needs; the rendering process
+    # does not import it.
+    if name == "setup":
+        from toolkit.report.sections import setup
+
+        return setup
+    raise AttributeError(name)
+
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 TEMPLATES = Path(__file__).resolve().parent / "templates"

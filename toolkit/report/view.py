@@ -10,14 +10,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import altair as alt
 import polars as pl
 
 from toolkit.report.context import RECORD_MIME, in_report, redacting
 from toolkit.report.redact import escape, redact_text
 from toolkit.schema.jsonable import jsonable
+
+if TYPE_CHECKING:  # altair costs seconds to import: only where charts are made
+    import altair as alt
 
 __all__ = ["STYLE", "View", "clean", "clean_frame", "jsonable", "note", "para", "table_html"]
 
@@ -55,7 +57,7 @@ class View:
 
     @property
     def charts(self) -> list[alt.TopLevelMixin]:
-        return [i for i in self.items if isinstance(i, alt.TopLevelMixin)]
+        return [i for i in self.items if _is_chart(i)]
 
     @property
     def chart(self) -> alt.TopLevelMixin | None:
@@ -83,7 +85,7 @@ class View:
 
         pending: list[str] = []
         for item in self.items:
-            if isinstance(item, alt.TopLevelMixin):
+            if _is_chart(item):
                 if pending:
                     display(HTML("".join(pending)))
                     pending = []
@@ -157,3 +159,12 @@ def clean_frame(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(
         pl.col(n).map_elements(redact_text, return_dtype=pl.String) for n in strings
     )
+
+
+def _is_chart(item: Any) -> bool:
+    """An altair chart (altair is only imported when some item could be one)."""
+    if isinstance(item, str | pl.DataFrame):
+        return False
+    import altair as alt
+
+    return isinstance(item, alt.TopLevelMixin)
