@@ -21,6 +21,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/line_bench.py
 	$(BIN)/python bench/gpu_bench.py
 	$(BIN)/python bench/report_bench.py
 
