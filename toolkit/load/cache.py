@@ -203,8 +203,9 @@ def sweep(root: Path, keep: Path | None = None) -> None:
                 name.startswith(".")
                 and name.endswith(".lock")
                 and not (root / name[1:].removesuffix(".lock")).exists()
+                and now - child.stat().st_mtime > _STALE_TMP_S
             ):
-                _drop_lock(child)
+                _drop_lock(child)  # old and unheld: no builder can be waiting on it
     evict(root, cache_max(), keep)
 
 

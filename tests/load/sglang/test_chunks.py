@@ -105,3 +105,14 @@ def test_chunks_read_alone_equal_chunks_read_in_one_pass(tmp_path: Path) -> None
     assert one_pass == alone
     assert sum(c.lines for c in one_pass) == 500
     assert [n for c in one_pass for n in c.long.values()] == [5000]
+
+
+def test_two_files_of_one_name_without_cache(tmp_path: Path) -> None:
+    a, b = tmp_path / "a" / "server.log", tmp_path / "b" / "server.log"
+    for path, running in ((a, 3), (b, 5)):
+        path.parent.mkdir()
+        path.write_text(
+            f"{PREFIX}{DECODE.replace('#running-req: 8', f'#running-req: {running}')}\n"
+        )
+    log = load_sglang_log([a, b], cache=False)
+    assert sorted(log.batches.get_column("running_req").to_list()) == [3, 5]

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -95,27 +96,28 @@ def open_store(
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     root = cache_io.cache_dir(path) if cache else None
     if root is None:
-        out = workdir / f"{path.name}.store"
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True)
+        out = Path(tempfile.mkdtemp(prefix=f"{path.name}.", suffix=".store", dir=workdir))
         build_store(path, out, chunk_bytes=chunk_bytes, workers=workers)
         return read_store(out)
     key = cache_io.entry_key(path, store_version())
     entry = cache_io.entry_path(root, path, key)
-    found = _cached(entry, key, path)
-    if found is not None:
-        return found
-    with cache_io.locked(root, entry):
-        found = _cached(entry, key, path)  # another process built it while we waited
-        if found is None:
-            tmp = cache_io.temp_entry(root, entry)
-            try:
-                build_store(path, tmp, key=key, chunk_bytes=chunk_bytes, workers=workers)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            cache_io.publish(tmp, entry)
-    cache_io.sweep(root, keep=entry)
+    for _ in range(3):  # an entry evicted or replaced by another process just now: again
+        found = _cached(entry, key, path)
+        if found is not None:
+            return found
+        with cache_io.locked(root, entry):
+            if _cached(entry, key, path) is None:  # else built while we waited for the lock
+                tmp = cache_io.temp_entry(root, entry)
+                try:
+                    build_store(path, tmp, key=key, chunk_bytes=chunk_bytes, workers=workers)
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+                if _cached(entry, key, path) is None:
+                    cache_io.publish(tmp, entry)
+                else:
+                    shutil.rmtree(tmp, ignore_errors=True)
+        cache_io.sweep(root, keep=entry)
     return read_store(entry, key=key, path=str(path))
 
 
