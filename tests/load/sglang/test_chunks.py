@@ -116,3 +116,19 @@ def test_two_files_of_one_name_without_cache(tmp_path: Path) -> None:
         )
     log = load_sglang_log([a, b], cache=False)
     assert sorted(log.batches.get_column("running_req").to_list()) == [3, 5]
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_vectorized_error_records_equal_the_row_by_row_reader(path: Path) -> None:
+    from toolkit.load.sglang.error_records import group_errors
+
+    log = load_sglang_log(path, cache=False)
+    log.errors  # noqa: B018 - builds the spans
+    spans = log._error_spans()
+    rows = (
+        log._resolved(log.scan().join(spans.lazy(), on=["source", "lineno"], how="semi"))
+        .collect()
+        .sort("_order", "lineno")
+    )
+    records, _ = group_errors(rows)
+    assert log.errors.equals(records)

@@ -20,7 +20,7 @@ import polars as pl
 from toolkit.errors import ParseError, ToolkitError
 from toolkit.load import text as lines_io
 from toolkit.load.sglang.dataset import dataset_stores, is_dataset
-from toolkit.load.sglang.error_records import group_errors
+from toolkit.load.sglang.error_records import error_table
 from toolkit.load.sglang.launches import (
     NO_DUMP,
     Launch,
@@ -335,19 +335,40 @@ class SGLangLog:
         lineno, order = pl.col("lineno"), pl.col("_order")
         new = prefixed | (lineno != lineno.shift(1) + 1) | (order != order.shift(1))
         spans = (
-            keys.with_columns(_segment=new.fill_null(True).cum_sum())
-            .filter((kind == "error").cum_sum().over("_segment") > 0)
-            .select("source", "lineno")
+            keys.with_columns(_record=new.fill_null(True).cum_sum())
+            .filter((kind == "error").cum_sum().over("_record") > 0)
+            .select("source", "_order", "lineno", "_record")
         )
-        rows = self._resolved(
-            self.scan().join(spans.lazy(), on=["source", "lineno"], how="semi")
-        ).select("source", "_order", *_TIME[:2], "kind", "has_prefix", "level", "message",
-                 *RANK_TAGS)  # fmt: skip
-        rows = rows.collect(engine="streaming").sort("_order", "lineno")
-        records, taken = group_errors(rows)
+        rows = self._resolved(self._scan_rows(spans)).select(
+            "source", "_order", *_TIME[:2], "level", "message", *RANK_TAGS
+        )
+        rows = (
+            rows.collect(engine="streaming")
+            .join(spans, on=["_order", "lineno"], how="inner", suffix="_")
+            .sort("_order", "lineno")
+        )
+        records = error_table(rows)
         if len(self.sources) > 1:
             records = records.sort("ts", "source", "lineno", nulls_last=True, maintain_order=True)
+        taken = spans.select("source", "lineno").with_columns(_err=pl.lit("error"))
         return records, taken
+
+    def _scan_rows(self, wanted: pl.DataFrame) -> pl.LazyFrame:
+        """Only the lines ``wanted`` names (``_order``, ``lineno``): a filter each store's
+        pieces can skip row groups by, not a join over every line."""
+        frames = []
+        for (order,), rows in wanted.group_by("_order"):
+            s = self.sources[int(order)]
+            frames.append(
+                s.scan()
+                .filter(pl.col("lineno").is_in(rows.get_column("lineno").implode()))
+                .with_columns(
+                    source=pl.lit(s.path), _offset=pl.lit(s.clock_offset_s), _order=pl.lit(order)
+                )
+            )
+        if not frames:
+            return self.scan().head(0)
+        return pl.concat(frames, how="diagonal_relaxed")
 
     def _error_spans(self) -> pl.DataFrame:
         return self._error_groups[1]
