@@ -82,7 +82,7 @@ def _client(address: str | None) -> Iterator[Any]:
         raise ToolkitError(f"--dask needs dask[distributed]: {e}") from None
     if address == "local":
         with (
-            LocalCluster(threads_per_worker=1, dashboard_address=None) as cluster,
+            LocalCluster(threads_per_worker=1, dashboard_address=":0") as cluster,
             Client(cluster) as client,
         ):
             yield client

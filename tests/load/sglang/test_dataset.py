@@ -46,7 +46,7 @@ def client():
     distributed = pytest.importorskip("dask.distributed")
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, dashboard_address=None, processes=True
+            n_workers=2, threads_per_worker=1, dashboard_address=":0", processes=True
         ) as cluster,
         distributed.Client(cluster) as c,
     ):
