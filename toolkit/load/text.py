@@ -1,9 +1,13 @@
-"""Read a text file as a lazy frame of ``(lineno, line)``, one row per physical line.
+"""Read a text file as a lazy frame of ``(lineno, line)``, one row per physical line, or in
+byte-range chunks of whole lines.
 
 Nothing is lost: blank lines become null, invalid UTF-8 is replaced (U+FFFD), CRLF endings are
 cut, NUL bytes and lone carriage returns stay inside the line. ``.gz`` files are decompressed
-to a temporary file once. The column separator handed to the CSV reader is a control byte the
-file does not contain, so no line is ever split.
+to a temporary file once (``plain_copy``) or inflated on the fly (``iter_chunks``). The column
+separator handed to the CSV reader is a control byte the text does not contain, so no line is
+ever split. Chunks never hold a line whole when it is longer than ``LINE_CAP``: its first bytes
+are kept and its length recorded, so one huge line (a binary dump) costs no more memory than a
+chunk.
 """
 
 from __future__ import annotations
