@@ -325,20 +325,27 @@ class SGLangLog:
         those lines are read whole."""
         kind, prefixed = pl.col("kind"), pl.col("has_prefix")
         candidates = (kind == "error") | (kind.is_in(["other", "progress"]) & ~prefixed)
-        keys = (
+        keys = (  # narrow columns: a log may hold millions of unprefixed lines
             self.scan()
             .filter(candidates)
-            .select("source", "_order", "lineno", "kind", "has_prefix")
+            .select("_order", "lineno", "has_prefix", _error=kind == "error")
             .collect(engine="streaming")
             .sort("_order", "lineno")
         )
         lineno, order = pl.col("lineno"), pl.col("_order")
         new = prefixed | (lineno != lineno.shift(1) + 1) | (order != order.shift(1))
+        paths = {i: s.path for i, s in enumerate(self.sources)}
         spans = (
             keys.with_columns(_record=new.fill_null(True).cum_sum())
-            .filter((kind == "error").cum_sum().over("_record") > 0)
-            .select("source", "_order", "lineno", "_record")
+            .filter(pl.col("_error").cum_sum().over("_record") > 0)
+            .select(
+                pl.col("_order").replace_strict(paths, return_dtype=pl.String).alias("source"),
+                "_order",
+                "lineno",
+                "_record",
+            )
         )
+        del keys
         rows = self._resolved(self._scan_rows(spans)).select(
             "source", "_order", *_TIME[:2], "level", "message", *RANK_TAGS
         )
