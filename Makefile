@@ -27,6 +27,7 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/line_bench.py
 	$(BIN)/python bench/gpu_bench.py
 	$(BIN)/python bench/report_bench.py
 

@@ -14,8 +14,10 @@ start, papermill, nbconvert, hashing the inputs):
   Targets: ≤ 30 s, ≤ 5 MB.
 
 The first render of a log parses it and caches the typed tables (Parquet); the bench renders
-each case once untimed to warm that cache, then times one render. The table goes to stdout,
-the numbers to ``bench/out/report-last.json``.
+each case once untimed to warm that cache, then times one render. Start-up is measured too: the
+median of 3 fresh ``import`` s of what the rendering process loads (``toolkit.report.render``
+and papermill) and of what the notebook's kernel loads (``toolkit.report.sections``, altair).
+The table goes to stdout, the numbers to ``bench/out/report-last.json``.
 """
 
 from __future__ import annotations
@@ -97,12 +99,31 @@ def measure(case: str, notebook: str, runs: str) -> dict[str, Any]:
     }
 
 
+IMPORTS = {
+    "render process": "import toolkit.report.render, papermill, nbconvert",
+    "notebook kernel": "import toolkit.report.sections",
+}
+
+
+def import_seconds(code: str) -> float:
+    """Median wall time of 3 fresh interpreters running ``code`` (start-up included)."""
+    runs = []
+    for _ in range(3):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+        runs.append(time.perf_counter() - start)
+    return sorted(runs)[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--demo", action="store_true", help="only the demo case")
     args = parser.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    starts = {name: round(import_seconds(code), 2) for name, code in IMPORTS.items()}
+    for name, seconds in starts.items():
+        print(f"start-up, {name}: {seconds:.2f} s ({IMPORTS[name]})")
     rows = []
     incident = ROOT / "data" / "incident"
     if incident.is_dir():
@@ -124,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "loadavg_1m_before": load_before,
+        "startup_s": starts,
         "results": rows,
     }
     (OUT / "report-last.json").write_text(json.dumps(summary, indent=2) + "\n")

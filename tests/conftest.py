@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,17 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # A notebook cell of the test data runs in seconds: a hung kernel fails its test in minutes.
 os.environ.setdefault("PPSCOPE_CELL_TIMEOUT_S", "600")
+# Caches go to one folder of the session, never beside the fixtures in the checkout.
+os.environ.setdefault("PPSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="ppscope-test-cache-"))
 
 DATA = TEST_DATA
+
+
+@pytest.fixture
+def cache_beside_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache where a user's run keeps it, beside the input (tests that copy their input to
+    a temp dir read it there)."""
+    monkeypatch.delenv("PPSCOPE_CACHE_DIR", raising=False)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 The facade reads like a table of contents:
 
 - ``load_sglang_log``: SGLang server logs → ``events``, ``batches``, ``launches``, ``http``...
+- ``open_dataset``: the same tables from a dataset ``ppscope ingest`` wrote (lazy Parquet scans)
 - ``load_gpu_trace``, ``load_topology``, ``gpu_roles``: GPU traces, links, GPU → pipeline stage
 - ``load_bench``: SGLang/vLLM/GenAI-Perf/AIPerf results and sweep CSVs → ``runs``, ``requests``
 - ``load_run``: a run directory (server log, results, traces, ``run.toml``) as one object
@@ -53,7 +54,7 @@ from toolkit.load.gpu.trace import (
 )
 from toolkit.load.run import Run, load_run
 from toolkit.load.run_config import RunConfig, read_run_config
-from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
+from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log, open_dataset
 
 __all__ = [
     "INCIDENT",
@@ -101,6 +102,7 @@ __all__ = [
     "load_sglang_log",
     "load_topology",
     "occupancy_summary",
+    "open_dataset",
     "oscillation",
     "predict",
     "read_run_config",

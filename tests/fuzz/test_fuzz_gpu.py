@@ -24,7 +24,7 @@ from toolkit.load.gpu.trace import (
 pytestmark = pytest.mark.fuzz
 
 TRACES = [(DATA / name).read_bytes() for name in sorted(EXPECTED)]
-BAD = [p.read_bytes() for p in sorted((DATA / "bad").iterdir())]
+BAD = [p.read_bytes() for p in sorted((DATA / "bad").iterdir()) if p.is_file()]
 COMPANIONS = [(DATA / name).read_bytes() for name in sorted(OTHERS)]
 FIELDS = "timestamp,index,utilization.gpu,memory.used,power.draw"
 

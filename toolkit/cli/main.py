@@ -6,7 +6,7 @@ import argparse
 from types import ModuleType
 
 from toolkit._version import __version__
-from toolkit.cli import demo, diagnose, diff, model, parse, report, scaling, timeline
+from toolkit.cli import cache, demo, diagnose, diff, ingest, model, parse, report, scaling, timeline
 from toolkit.cli.output import fail
 from toolkit.errors import ToolkitError
 
@@ -19,6 +19,8 @@ COMMANDS: tuple[ModuleType, ...] = (
     timeline,
     report,
     demo,
+    ingest,
+    cache,
 )
 """Each module has ``NAME``, ``HELP``, ``EXAMPLES``, ``add_arguments(parser)``, ``run(args)``."""
 

@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     paths = list(expand(args.paths))
     with Progress(len(paths), quiet=args.quiet) as progress:
         for path in paths:
-            with progress.step(f"{path.name} ({path.stat().st_size / 1e6:.0f} MB)"):
+            size = "dataset" if path.is_dir() else f"{path.stat().st_size / 1e6:.0f} MB"
+            with progress.step(f"{path.name} ({size})"):
                 try:
                     files.extend(
                         summarize(
@@ -167,6 +168,8 @@ def summarize(
                 "synthetic": config.synthetic,
             }
         ]
+    if fmt == "sglang-dataset":
+        return list(load_sglang_log(path, strict=strict).summary()["files"])
     if fmt == "sglang-log":
         log = load_sglang_log(path, strict=strict, cache=cache)
         out = list(log.summary()["files"])

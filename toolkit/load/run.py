@@ -44,12 +44,14 @@ class Run:
     @property
     def has_inputs(self) -> bool:
         """Whether the run holds anything to analyse: a server log, results or a GPU trace."""
-        return bool({"sglang-log", *BENCH_FORMATS, *trace_formats()} & set(self.files))
+        inputs = {"sglang-log", "sglang-dataset", *BENCH_FORMATS, *trace_formats()}
+        return bool(inputs & set(self.files))
 
     @cached_property
     def log(self) -> SGLangLog | None:
-        """The SGLang server log(s) of the run, or None."""
-        paths = self.files.get("sglang-log", [])
+        """The SGLang server log(s) of the run (files, or a dataset ``ppscope ingest``
+        wrote into the run directory), or None."""
+        paths = self.files.get("sglang-log", []) + self.files.get("sglang-dataset", [])
         return load_sglang_log(paths, cache=self.cache) if paths else None
 
     @cached_property
@@ -63,6 +65,7 @@ class Run:
             fields=self.config.gpu_trace_fields,
             interval_s=self.config.gpu_trace_interval_s,
             clock_offset_s=self.config.clock_offset_s,
+            cache=self.cache,
         )
 
     @cached_property
@@ -255,9 +258,7 @@ class Run:
         """Highest rank + 1 of each parallel tag in the log's prefixes (lower bounds)."""
         if self.log is None:
             return {}
-        tags = [t for t in PARALLEL_SIZES if t in self.log.events.columns]
-        row = self.log.events.select(pl.col(t).max() for t in tags).row(0, named=True)
-        return {t: int(v) + 1 for t, v in row.items() if v is not None}
+        return {t: n for t, n in self.log.rank_sizes().items() if t in PARALLEL_SIZES}
 
 
 def run_directory(path: str | Path) -> Path:

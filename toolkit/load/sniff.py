@@ -11,6 +11,7 @@ from toolkit.load.bench import sniff_bench_format
 from toolkit.load.bench.format import EMBEDDED
 from toolkit.load.gpu import sniff_gpu_format
 from toolkit.load.inputs import check_input
+from toolkit.load.sglang.dataset import DATASET_FILE, is_dataset
 from toolkit.load.sglang.plan import BRACKET
 from toolkit.load.text import head_lines
 
@@ -28,13 +29,15 @@ _HF_KEYS = ("num_hidden_layers", "hidden_size", "architectures", "model_type")
 
 def sniff(path: Path) -> str | None:
     """The format name of a file (``sglang-log``, a GPU or benchmark format, ``hf-config``),
-    or None.
+    or None; a dataset directory written by ``ppscope ingest`` is ``sglang-dataset``.
 
     Raises
     ------
     ToolkitError
         When ``path`` is no regular readable file (a pipe, a device, no permission).
     """
+    if is_dataset(path):
+        return "sglang-dataset"
     check_input(path)
     if is_hf_config(path):
         return HF_CONFIG
@@ -50,12 +53,18 @@ def sniff(path: Path) -> str | None:
 
 
 def expand(paths: list[Path]) -> Iterator[Path]:
-    """Files named, and the files inside directories named (sorted, hidden ones skipped)."""
+    """Files named, and the files inside directories named (sorted, hidden ones skipped); a
+    dataset directory (``ppscope ingest``) is one input, not the Parquet files inside it."""
     for path in paths:
-        if path.is_dir():
-            for child in sorted(path.rglob("*")):
-                hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
-                if child.is_file() and not hidden:
+        if is_dataset(path):
+            yield path
+        elif path.is_dir():
+            datasets = [d.parent for d in path.rglob(DATASET_FILE) if is_dataset(d.parent)]
+            for child in sorted({*path.rglob("*"), *datasets}):
+                parts = child.relative_to(path).parts
+                hidden = any(part.startswith(".") for part in parts)
+                inside = any(child != d and d in child.parents for d in datasets)
+                if not hidden and not inside and (child.is_file() or child in datasets):
                     yield child
         else:
             yield path

@@ -1,15 +1,21 @@
-"""Read a text file as a lazy frame of ``(lineno, line)``, one row per physical line.
+"""Read a text file as a lazy frame of ``(lineno, line)``, one row per physical line, or in
+byte-range chunks of whole lines.
 
 Nothing is lost: blank lines become null, invalid UTF-8 is replaced (U+FFFD), CRLF endings are
 cut, NUL bytes and lone carriage returns stay inside the line. ``.gz`` files are decompressed
-to a temporary file once. The column separator handed to the CSV reader is a control byte the
-file does not contain, so no line is ever split.
+to a temporary file once (``plain_copy``) or inflated on the fly (``iter_chunks``). The column
+separator handed to the CSV reader is a control byte the text does not contain, so no line is
+ever split. Chunks never hold a line whole when it is longer than ``LINE_CAP``: its first bytes
+are kept and its length recorded, so one huge line (a binary dump) costs no more memory than a
+chunk.
 """
 
 from __future__ import annotations
 
 import tempfile
 import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -154,3 +160,251 @@ def sample_lines(path: Path, chunks: int = 8, size: int = 64 << 10) -> list[str]
 def workdir() -> Path:
     """A fresh temporary directory (the caller owns its removal)."""
     return Path(tempfile.mkdtemp(prefix="ppscope-"))
+
+
+# ---------------------------------------------------------------------- chunks of lines
+LINE_CAP = 1 << 20
+"""Longest line kept whole (bytes); a longer one is cut at this length and its size recorded."""
+_BLOCK = 4 << 20
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """The lines of a file that start in one byte range, each line at most ``LINE_CAP`` long.
+
+    ``data`` holds whole lines, each ending in ``\\n``; ``long`` maps the 1-based number of a
+    cut line within the chunk to its length in the file (bytes, without the newline).
+    """
+
+    index: int
+    data: bytes
+    lines: int
+    long: dict[int, int]
+
+
+class _Source:
+    """A binary stream (a plain file, or a gzip file inflated on the fly) that can push back.
+
+    ``problem`` says why a gzip stream ended early, if it did; the bytes before stay readable.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("rb")
+        self._gzip = self._file.read(2) == b"\x1f\x8b"
+        self._file.seek(0)
+        self._inflater = zlib.decompressobj(wbits=31) if self._gzip else None
+        self._pending = b""
+        self._eof = False
+        self.problem: str | None = None
+        self.gzip = self._gzip
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> _Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def seek(self, pos: int) -> None:
+        """Move to byte ``pos`` (plain files only)."""
+        self._file.seek(pos)
+        self._pending = b""
+
+    def unread(self, data: bytes) -> None:
+        self._pending = data + self._pending
+
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes; fewer only at the end of the stream."""
+        out = [self._pending[:n]]
+        self._pending = self._pending[n:]
+        got = len(out[0])
+        while got < n:
+            block = self._raw(n - got)
+            if not block:
+                break
+            out.append(block)
+            got += len(block)
+        return b"".join(out)
+
+    def _raw(self, n: int) -> bytes:
+        if not self._gzip:
+            return self._file.read(n)
+        assert self._inflater is not None
+        while not self._eof:
+            if self._inflater.unconsumed_tail:
+                data = self._inflater.unconsumed_tail
+            else:
+                data = self._file.read(1 << 20)
+                if not data:
+                    self._eof = True
+                    if not self._inflater.eof:
+                        self.problem = "gzip stream ends early: the file was cut; read what it held"
+                    break
+            try:
+                out = self._inflater.decompress(data, n)
+            except zlib.error as e:
+                self.problem = f"gzip data is corrupt ({e}); read what came before"
+                self._eof = True
+                break
+            if self._inflater.eof:  # a concatenated gzip member may follow
+                rest = self._inflater.unused_data
+                self._inflater = zlib.decompressobj(wbits=31)
+                if rest:
+                    self._file.seek(self._file.tell() - len(rest))
+            if out:
+                return out
+        return b""
+
+
+def chunk_count(size: int, chunk_bytes: int) -> int:
+    """How many nominal chunks a plain file of ``size`` bytes has (some may hold no line)."""
+    return max(1, -(-size // chunk_bytes))
+
+
+def read_chunk(path: Path, index: int, chunk_bytes: int, cap: int = LINE_CAP) -> Chunk | None:
+    """Chunk ``index`` of a plain file, read on its own (what a worker does); None when no
+    line starts in its byte range."""
+    start = index * chunk_bytes
+    with _Source(path) as src:
+        src.seek(max(start - 1, 0))
+        skipped = 0
+        if start > 0 and src.read(1) != b"\n":
+            found = _skip_line(src)  # a line runs over the start: it belongs to the chunk before
+            if found is None:
+                return None
+            skipped = found
+        if skipped >= chunk_bytes:
+            return None
+        chunk, _ = _read_lines(src, index, chunk_bytes - skipped, cap)
+        return chunk
+
+
+def iter_chunks(
+    path: Path, chunk_bytes: int, cap: int = LINE_CAP, problems: list[str] | None = None
+) -> Iterator[Chunk]:
+    """Every chunk of a file in order, in one pass (plain or gzip, inflated on the fly).
+
+    Chunk ``k`` holds the lines that start in bytes ``[k, k + 1) * chunk_bytes`` of the
+    (decompressed) file, so a plain file's chunks equal those ``read_chunk`` reads one by one;
+    a chunk no line starts in is skipped. A cut or corrupt gzip stream yields the lines before
+    the damage and appends the reason to ``problems``.
+    """
+    with _Source(path) as src:
+        pos = 0
+        while True:
+            index = pos // chunk_bytes
+            chunk, consumed = _read_lines(src, index, (index + 1) * chunk_bytes - pos, cap)
+            if chunk is None:
+                break
+            pos += consumed
+            yield chunk
+        if src.problem and problems is not None:
+            problems.append(src.problem)
+
+
+def _skip_line(src: _Source) -> int | None:
+    """Skip to the start of the next line: the bytes skipped, or None at the end of the file."""
+    skipped = 0
+    while block := src.read(_BLOCK):
+        i = block.find(b"\n")
+        if i >= 0:
+            src.unread(block[i + 1 :])
+            return skipped + i + 1
+        skipped += len(block)
+    return None
+
+
+def _read_lines(src: _Source, index: int, budget: int, cap: int) -> tuple[Chunk | None, int]:
+    """The lines that start in the next ``budget`` bytes, and the bytes consumed."""
+    body = src.read(budget)
+    if not body:
+        return None, 0
+    consumed = len(body)
+    tail = b""
+    if not body.endswith(b"\n"):
+        cut = body.rfind(b"\n") + 1
+        body, tail = body[:cut], body[cut:]
+    data, long = _cap_lines(body, cap)
+    lines = body.count(b"\n")
+    if tail:  # the last line runs past the budget: read on to its end, keeping at most cap
+        kept, length, extra = _finish_line(src, tail, cap)
+        consumed += extra
+        lines += 1
+        if length > cap:
+            long[lines] = length
+        data += kept + b"\n"
+    return Chunk(index, data, lines, long), consumed
+
+
+def _finish_line(src: _Source, head: bytes, cap: int) -> tuple[bytes, int, int]:
+    """(the line cut at ``cap``, its full length, bytes read past ``head`` incl. the newline)."""
+    keep = cap + 4  # a byte past the cap shows whether the cut splits a UTF-8 character
+    kept = [head[:keep]]
+    have = len(kept[0])
+    length = len(head)
+    extra = 0
+    while block := src.read(_BLOCK):
+        i = block.find(b"\n")
+        piece = block if i < 0 else block[:i]
+        if have < keep:
+            kept.append(piece[: keep - have])
+            have += len(kept[-1])
+        length += len(piece)
+        extra += len(piece)
+        if i >= 0:
+            src.unread(block[i + 1 :])
+            extra += 1
+            break
+    line = b"".join(kept)
+    return (_utf8_cut(line, cap) if length > cap else line), length, extra
+
+
+def _cap_lines(body: bytes, cap: int) -> tuple[bytes, dict[int, int]]:
+    """``body`` (whole lines) with every line longer than ``cap`` cut, and their lengths.
+
+    Looks only at aligned windows of ``cap // 2`` bytes: a line of ``cap`` bytes or more holds
+    one whole window without a newline, so normal text costs one ``find`` per window.
+    """
+    step = max(cap // 2, 1)
+    long: dict[int, int] = {}
+    pieces: list[bytes] = []
+    done = 0  # body[:done] is settled
+    i = 0
+    while i + step <= len(body):
+        if body.find(b"\n", i, i + step) >= 0:
+            i += step
+            continue
+        start = body.rfind(b"\n", 0, i) + 1
+        end = body.find(b"\n", i + step)
+        end = len(body) if end < 0 else end
+        if end - start > cap and start >= done:
+            long[body.count(b"\n", 0, start) + 1] = end - start
+            pieces += [body[done:start], _utf8_cut(body[start : start + cap + 4], cap)]
+            done = end
+        i = max(end, i + step)
+    if not long:
+        return body, long
+    pieces.append(body[done:])
+    return b"".join(pieces), long
+
+
+def _utf8_cut(line: bytes, cap: int) -> bytes:
+    """``line[:cap]`` without splitting a UTF-8 character."""
+    cut = min(cap, len(line))
+    while cut > 0 and cut < len(line) and (line[cut] & 0xC0) == 0x80:
+        cut -= 1
+    return line[:cut]
+
+
+def chunk_frame(chunk: Chunk, first_lineno: int) -> pl.DataFrame:
+    """``lineno`` and ``line`` of a chunk (the same rows ``scan_lines`` gives for its lines)."""
+    separator = next((c for c in _SEPARATORS if c not in chunk.data), None)
+    if separator is not None:
+        opts = _csv_options(separator.decode()) | {"row_index_offset": first_lineno}
+        df = pl.read_csv(chunk.data, **opts)
+        if df.height == chunk.lines:
+            return df.with_columns(pl.col("lineno").cast(pl.Int64))
+    pieces = chunk.data.split(b"\n")[: chunk.lines]  # binary data: split lines in Python
+    return _frame(pieces, first_lineno)

@@ -25,12 +25,12 @@ from __future__ import annotations
 import base64
 import csv
 import io
-from functools import cache
 from typing import Any
 
 import altair as alt
 
 from toolkit.chart import theme
+from toolkit.report.mime import IMAGE_MIMES, VEGA_MIME, vl_version
 
 __all__ = [
     "IMAGE_MIMES",
@@ -44,8 +44,6 @@ __all__ = [
     "vl_version",
 ]
 
-VEGA_MIME = "application/vnd.vega.v5+json"
-IMAGE_MIMES = ("image/svg+xml", "image/png")
 VEGA_SCHEMA = "https://vega.github.io/schema/vega/v5.json"
 SVG_LIMIT = 400_000
 """An SVG larger than this (a heat strip of thousands of cells) is replaced by a PNG when the
@@ -55,15 +53,6 @@ CSV_ROWS = 20
 PNG_ROWS = 4_000
 """A chart drawing more data rows than this gets a PNG straight away: its SVG would hold one
 element per mark (megabytes), and drawing both would double the time."""
-
-
-@cache
-def vl_version() -> str | None:
-    """Altair's Vega-Lite major.minor when vl-convert ships it (else vl-convert's latest)."""
-    import vl_convert as vlc
-
-    wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-    return wanted if wanted in vlc.get_vegalite_versions() else None
 
 
 def chart_spec(chart: alt.TopLevelMixin, *, validate: bool = True) -> dict[str, Any]:

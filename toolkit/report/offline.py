@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from toolkit.report.display import IMAGE_MIMES, VEGA_MIME, vl_version
+from toolkit.report.mime import IMAGE_MIMES, VEGA_MIME, vl_version
 from toolkit.schema.jsonable import to_json
 
 __all__ = [

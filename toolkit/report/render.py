@@ -51,7 +51,8 @@ from toolkit.report.redact import (
     secrets_in_command,
     walk_strings,
 )
-from toolkit.report.sections import STYLE, resolve_run_dir
+from toolkit.report.runs import resolve_run_dir
+from toolkit.report.view import STYLE
 from toolkit.schema.jsonable import to_json
 
 __all__ = [
@@ -64,6 +65,17 @@ __all__ = [
     "notebook_path",
     "render",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ``setup`` (charts, altair) is what a notebook's kernel needs; the rendering process
+    # does not import it.
+    if name == "setup":
+        from toolkit.report.sections import setup
+
+        return setup
+    raise AttributeError(name)
+
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 TEMPLATES = Path(__file__).resolve().parent / "templates"

@@ -13,15 +13,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import altair as alt
 import polars as pl
 
 from toolkit.report.context import RECORD_MIME, in_report, redacting
-from toolkit.report.display import chart_bundle
 from toolkit.report.redact import escape, redact_text, walk_strings
 from toolkit.schema.jsonable import jsonable
+
+if TYPE_CHECKING:  # altair costs seconds to import: only where charts are made
+    import altair as alt
 
 __all__ = [
     "MAX_COLUMNS",
@@ -105,7 +106,7 @@ class View:
 
     @property
     def charts(self) -> list[alt.TopLevelMixin]:
-        return [i for i in self.items if isinstance(i, alt.TopLevelMixin)]
+        return [i for i in self.items if _is_chart(i)]
 
     @property
     def chart(self) -> alt.TopLevelMixin | None:
@@ -134,10 +135,12 @@ class View:
 
         pending: list[str] = []
         for item in self.items:
-            if isinstance(item, alt.TopLevelMixin):
+            if _is_chart(item):
                 if pending:
                     display(HTML("".join(pending)))
                     pending = []
+                from toolkit.report.display import chart_bundle  # imports altair
+
                 display(chart_bundle(item, image=image), raw=True)
             else:
                 pending.append(_html(item))
@@ -228,3 +231,12 @@ def clean_frame(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(
         pl.col(n).map_elements(redact_text, return_dtype=pl.String) for n in strings
     )
+
+
+def _is_chart(item: Any) -> bool:
+    """An altair chart (altair is only imported when some item could be one)."""
+    if isinstance(item, str | pl.DataFrame):
+        return False
+    import altair as alt
+
+    return isinstance(item, alt.TopLevelMixin)

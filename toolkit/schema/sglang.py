@@ -219,7 +219,8 @@ OTHER_COLUMNS: tuple[Column, ...] = (
     Column("source", pl.String(), "input file"),
     Column("lineno", pl.Int64(), "1-based line number"),
     Column("kind", pl.String(), "other, progress, marker, blank"),
-    Column("message", pl.String(), "the line as read"),
+    Column("message", pl.String(), "the line as read (its first MiB when it was longer)"),
+    Column("line_bytes", pl.Int64(), "length in bytes of a line cut at 1 MiB, else null"),
 )
 
 

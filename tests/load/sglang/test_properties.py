@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -130,6 +131,7 @@ def test_every_field_of_the_schema_is_reachable() -> None:
     assert columns == {KEY_COLUMN[k].column for k in KEYS}
 
 
+@pytest.mark.usefixtures("cache_beside_input")
 def test_cached_load_equals_fresh_load(tmp_path: Path) -> None:
     path = tmp_path / "a.log"
     path.write_text(

@@ -19,6 +19,8 @@ LINES = (
 )
 FOO = sglang_schema.BatchField("#foo-req", "foo_req", pl.Int64(), "a field a new SGLang prints")
 
+pytestmark = pytest.mark.usefixtures("cache_beside_input")
+
 
 def _add_foo_field(monkeypatch: pytest.MonkeyPatch) -> None:
     """What adding a batch-line field to the schema does: declared, keyed, typed."""
@@ -28,7 +30,7 @@ def _add_foo_field(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _entries(tmp_path: Path) -> set[str]:
-    return {p.name for p in (tmp_path / ".ppscope-cache").glob("*.meta.json")}
+    return {p.parent.name for p in (tmp_path / ".ppscope-cache").glob("*/manifest.json")}
 
 
 def test_a_new_field_is_never_served_from_an_old_entry(

@@ -17,16 +17,18 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ToolkitError, UnknownFormat
 from toolkit.load import text as lines_io
 from toolkit.load.gpu import FORMATS, sniff_gpu_format
-from toolkit.load.gpu.format import TRACE, Options, Part
+from toolkit.load.gpu.cached import cached_part
+from toolkit.load.gpu.format import TRACE, Loader, Options, Part
 from toolkit.load.gpu.inventory import load_compute_apps, load_gpu_list
 from toolkit.load.gpu.roles import gpu_roles
-from toolkit.load.gpu.samples import GpuTrace, trace_part
+from toolkit.load.gpu.samples import GpuTrace, timed
 from toolkit.load.gpu.topology import Topology, load_topology
 from toolkit.load.inputs import check_input
 
@@ -51,6 +53,7 @@ def load_gpu_trace(
     start: datetime | None = None,
     clock_offset_s: float = 0.0,
     strict: bool = False,
+    cache: bool = True,
 ) -> GpuTrace:
     """Read GPU monitoring traces into one tidy table on the server log's clock.
 
@@ -74,6 +77,10 @@ def load_gpu_trace(
     strict
         Raise ``ParseError`` at the first line that is not a sample for a reason other than a
         header or a blank line, and at the first cell that holds an error instead of a value.
+    cache
+        Keep each file's typed tables as Parquet in the cache the logs use (``.ppscope-cache``
+        beside the input, or ``~/.cache/ppscope``), so the next load of the unchanged file
+        reads them back instead of the CSV. Strict loads always read the file.
 
     Returns
     -------
@@ -88,18 +95,28 @@ def load_gpu_trace(
     try:
         for path in files:
             check_input(path)
-            plain, problem = lines_io.plain_copy(path, workdir)
-            fmt = FORMATS.get(sniff_gpu_format(plain) or "")
+            fmt = FORMATS.get(sniff_gpu_format(path) or "")
             if fmt is None:
                 raise UnknownFormat(path, "not a gpu trace ppscope reads")
             if fmt.kind != TRACE:
                 raise UnknownFormat(path, f"{fmt.name} is no time series: use its own loader")
             options = _options(fields, interval_s, strict, source=str(path), workdir=workdir)
-            parts.append(trace_part(fmt.load, plain, options, problem, start, clock_offset_s))
+            read = partial(_read_part, path, fmt.load, options, workdir)
+            part = cached_part(path, fmt.name, options, read) if cache else read()
+            parts.append(timed(part, options.interval_s, start, clock_offset_s))
     except BaseException:
         shutil.rmtree(workdir, True)
         raise
     return GpuTrace(parts, workdir)
+
+
+def _read_part(path: Path, load: Loader, options: Options, workdir: Path) -> Part:
+    """One trace file read by its format (a ``.gz`` from a plain copy), untimed."""
+    plain, problem = lines_io.plain_copy(path, workdir)
+    part = load(plain, options)
+    if problem:
+        part.notes = (*part.notes, problem)
+    return part
 
 
 def summarize_gpu_file(

@@ -15,7 +15,7 @@ import polars as pl
 
 from toolkit.schema.sglang import ERRORS, RANK_TAGS
 
-__all__ = ["group_errors"]
+__all__ = ["error_table", "group_errors"]
 
 
 def group_errors(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -71,3 +71,31 @@ def _record(rec: dict[str, Any]) -> dict[str, Any]:
         level = "warning" if warned else "error"
         summary = lines[0]
     return {**rec, "level": level, "summary": summary, "text": text}
+
+
+def error_table(rows: pl.DataFrame) -> pl.DataFrame:
+    """The ``ERRORS`` table from the lines records span, vectorized (``group_errors`` reads
+    the same records row by row): ``rows`` in file order, each with its record's ``_record``."""
+    msg = pl.col("message")
+    plain = msg.is_not_null() & (msg != "") & ~msg.str.starts_with(" ") & ~msg.str.starts_with("\t")
+    records = rows.group_by("_record", maintain_order=True).agg(
+        pl.col("source", "lineno", "ts", *RANK_TAGS).first(),
+        end_lineno=pl.col("lineno").last(),
+        _level=pl.col("level").first(),
+        _first=msg.first(),
+        _last_plain=msg.filter(plain).last(),
+        text=msg.fill_null("").str.join("\n"),
+    )
+    traceback = pl.col("text").str.contains("Traceback (most recent call last)", literal=True)
+    warned = (pl.col("_level") == "WARNING").fill_null(False) | pl.col("_first").str.contains(
+        r"WARNING|Warning\b"
+    )
+    records = records.with_columns(
+        level=pl.when(traceback)
+        .then(pl.lit("traceback"))
+        .when(warned)
+        .then(pl.lit("warning"))
+        .otherwise(pl.lit("error")),
+        summary=pl.when(traceback).then(pl.coalesce("_last_plain", "_first")).otherwise("_first"),
+    )
+    return records.select(ERRORS.names()).cast(dict(ERRORS))

@@ -20,7 +20,8 @@ import polars as pl
 from toolkit.errors import ParseError, ToolkitError
 from toolkit.load import text as lines_io
 from toolkit.load.inputs import check_input
-from toolkit.load.sglang.error_records import group_errors
+from toolkit.load.sglang.dataset import dataset_stores, is_dataset
+from toolkit.load.sglang.error_records import error_table
 from toolkit.load.sglang.launches import (
     NO_DUMP,
     Launch,
@@ -35,7 +36,7 @@ from toolkit.load.sglang.store import Store, open_store
 from toolkit.load.sglang.wrappers import decode_header
 from toolkit.schema.sglang import BATCHES, EVENTS, HTTP, OTHER, RANK_TAGS
 
-__all__ = ["FORMAT", "NO_DUMP", "Launch", "SGLangLog", "load_sglang_log"]
+__all__ = ["FORMAT", "NO_DUMP", "Launch", "SGLangLog", "load_sglang_log", "open_dataset"]
 
 FORMAT = "sglang-log"
 _RANK = re.compile(r"\b(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)\b")
@@ -73,7 +74,15 @@ class SGLangLog:
 
     @cached_property
     def events(self) -> pl.DataFrame:
-        """One row per input line: where, when, wrapper fields, ranks, kind and message."""
+        """One row per input line: where, when, wrapper fields, ranks, kind and message.
+
+        A multi-GB log makes this table as large as the file: analyses read ``scan_events()``
+        (lazy) or the smaller tables instead.
+        """
+        return self.scan_events().collect(engine="streaming")
+
+    def scan_events(self) -> pl.LazyFrame:
+        """``events`` as a lazy scan of the stores (nothing is read until collected)."""
         lf = self._resolved(self.scan())
         hosts = {h: decode_header(s.wrapper, h) for s in self.sources for h in s.headers}
         lf = lf.with_columns(
@@ -84,16 +93,20 @@ class SGLangLog:
                 {h: v[1] for h, v in hosts.items()}, default=None, return_dtype=pl.Int64
             ),
         )
-        df = self._sorted(lf.select(*EVENTS.names(), "_order").collect(engine="streaming"))
         spans = self._error_spans()
         if spans.height:
-            df = df.join(spans, on=["source", "lineno"], how="left", maintain_order="left")
-            df = df.with_columns(kind=pl.coalesce("_err", "kind")).drop("_err")
-        return df.select(EVENTS.names()).cast(dict(EVENTS))
+            lf = lf.join(spans.lazy(), on=["source", "lineno"], how="left", maintain_order="left")
+            lf = lf.with_columns(kind=pl.coalesce("_err", "kind"))
+        lf = self._sorted_lazy(lf.select(*EVENTS.names(), "_order"))
+        return lf.select(EVENTS.names()).cast(dict(EVENTS))
 
     @cached_property
     def batches(self) -> pl.DataFrame:
         """Every ``Prefill batch`` / ``Decode batch`` line, typed: ``schema.sglang.BATCHES``."""
+        return self.scan_batches().collect(engine="streaming")
+
+    def scan_batches(self) -> pl.LazyFrame:
+        """``batches`` as a lazy scan of the stores."""
         lf = self.scan().filter(pl.col("kind").is_in(["decode", "prefill"]) & ~pl.col("unresolved"))
         lf = lf.with_columns(complete=pl.lit(True), extra=pl.lit(None, pl.String))
         fixups = [
@@ -108,10 +121,11 @@ class SGLangLog:
             pl.lit(None, dtype).alias(name) for name, dtype in BATCHES.items() if name not in have
         )
         columns = [*BATCHES.names(), "complete"]
-        df = lf.select(*columns, "_order").collect(engine="streaming")
+        lf = lf.select(*columns, "_order")
         if any(s.fixups().height for s in self.sources) or len(self.sources) > 1:
-            df = self._sorted(df)
-        return df.select(columns).cast(dict(BATCHES))
+            keys = ["_order", "lineno"] if len(self.sources) < 2 else ["ts", "_order", "lineno"]
+            lf = lf.sort(keys, nulls_last=True, maintain_order=True)
+        return lf.select(columns).cast(dict(BATCHES))
 
     @cached_property
     def launches(self) -> list[Launch]:
@@ -146,15 +160,18 @@ class SGLangLog:
     @cached_property
     def http(self) -> pl.DataFrame:
         """uvicorn access lines: client, method, path, status."""
-        df = self._rows(["http"], ["message"])
-        parts = df.get_column("message").str.extract_groups(_ACCESS)
-        df = df.with_columns(
+        return self.scan_http().collect(engine="streaming")
+
+    def scan_http(self) -> pl.LazyFrame:
+        """``http`` as a lazy scan of the stores."""
+        parts = pl.col("message").str.extract_groups(_ACCESS)
+        lf = self._lines(["http"], ["message"]).with_columns(
             client=parts.struct.field("1"),
             method=parts.struct.field("2"),
             path=parts.struct.field("3"),
             status=parts.struct.field("4").cast(pl.Int32, strict=False),
         )
-        return df.select(HTTP.names()).cast(dict(HTTP))
+        return lf.select(HTTP.names()).cast(dict(HTTP))
 
     @cached_property
     def errors(self) -> pl.DataFrame:
@@ -164,11 +181,27 @@ class SGLangLog:
     @cached_property
     def other(self) -> pl.DataFrame:
         """Every line no other table holds, with its line number and kind."""
-        df = self._rows(["other", "progress", "marker", "blank"], ["kind", "message"])
+        return self.scan_other().collect(engine="streaming")
+
+    def scan_other(self) -> pl.LazyFrame:
+        """``other`` as a lazy scan of the stores."""
+        lf = self._lines(
+            ["other", "progress", "marker", "blank"], ["kind", "message", "line_bytes"]
+        )
         spans = self._error_spans()
         if spans.height:
-            df = df.join(spans, on=["source", "lineno"], how="anti", maintain_order="left")
-        return df.select(OTHER.names()).cast(dict(OTHER))
+            lf = lf.join(spans.lazy(), on=["source", "lineno"], how="anti", maintain_order="left")
+        return lf.select(OTHER.names()).cast(dict(OTHER))
+
+    def rank_sizes(self) -> dict[str, int]:
+        """Highest rank + 1 of each tag in the scheduler prefixes (``{"pp": 8}``), from the
+        distinct rank texts the pass kept: no line is read."""
+        sizes: dict[str, int] = {}
+        for s in self.sources:
+            for text in s.ranks:
+                for tag, n in _rank_tags(text).items():
+                    sizes[tag] = max(sizes.get(tag, 0), n + 1)
+        return sizes
 
     # ------------------------------------------------------------------ accounting
     @property
@@ -181,7 +214,8 @@ class SGLangLog:
         return dict(sorted(total.items()))
 
     def coverage(self) -> dict[str, Any]:
-        """Lines read, rows per table, batch lines that did not type fully, odd lines.
+        """Lines read, rows per table, batch lines that did not type fully, odd lines, lines
+        longer than ``text.LINE_CAP`` (kept cut, in ``other``).
 
         Cheap: counts come from the stores; only the small tables are built.
         """
@@ -204,15 +238,16 @@ class SGLangLog:
             "counts": counts,
             "incomplete_batches": sum(int((~f.get_column("complete")).sum()) for f in fixups),
             **{k: sum(s.odd[k] for s in self.sources) for k in ("unreadable", "undated")},
+            "cut_lines": sum(s.long_lines for s in self.sources),
         }
 
     def unrecognized(self, n: int = 5) -> pl.DataFrame:
         """The first ``n`` lines of kind ``other`` (what no loader recognized)."""
+        lf = self._lines(["other"], ["message"])
         spans = self._error_spans()
-        df = self._rows(["other"], ["message"]).head(n + spans.height)
         if spans.height:
-            df = df.join(spans, on=["source", "lineno"], how="anti", maintain_order="left")
-        return df.head(n)
+            lf = lf.join(spans.lazy(), on=["source", "lineno"], how="anti", maintain_order="left")
+        return lf.head(n).collect()
 
     def summary(self) -> dict[str, Any]:
         """A JSON-ready summary per file (the shape ``ppscope parse --json`` prints)."""
@@ -268,29 +303,80 @@ class SGLangLog:
             for t in RANK_TAGS
         )  # fmt: skip
 
-    @cached_property
-    def _minor(self) -> pl.DataFrame:
-        """Every line that is not a batch line, read once: the small tables come from it."""
-        kind = pl.col("kind")
-        lf = self._resolved(self.scan().filter(~kind.is_in(["decode", "prefill"])))
-        columns = ["source", "_order", *_TIME[:2], "kind", "has_prefix", "level", "message"]
-        return self._sorted(lf.select(*columns, *RANK_TAGS).collect(engine="streaming"))
+    def _lines(self, kinds: Sequence[str], columns: Sequence[str]) -> pl.LazyFrame:
+        """The lines of some (non-batch) kinds, resolved, in file order: lazily."""
+        wanted = list(dict.fromkeys(["source", "_order", *_TIME[:2], *columns]))
+        lf = self._resolved(self.scan().filter(pl.col("kind").is_in(list(kinds))))
+        return self._sorted_lazy(lf.select(wanted))
 
     def _rows(self, kinds: Sequence[str], columns: Sequence[str]) -> pl.DataFrame:
         """The lines of some (non-batch) kinds, resolved and in file order."""
-        wanted = dict.fromkeys(["source", "_order", *_TIME[:2], *columns])
-        return self._minor.filter(pl.col("kind").is_in(list(kinds))).select(list(wanted))
+        return self._lines(kinds, columns).collect(engine="streaming")
 
-    def _sorted(self, df: pl.DataFrame) -> pl.DataFrame:
-        """File order for one source; one clock (ts, then file order) across several."""
-        keys = ["_order", "lineno"] if len(self.sources) < 2 else ["ts", "_order", "lineno"]
-        return df.sort(keys, nulls_last=True, maintain_order=True)
+    def _sorted_lazy(self, lf: pl.LazyFrame) -> pl.LazyFrame:
+        """File order for one source (as stored); one clock (ts, then file order) across
+        several."""
+        if len(self.sources) < 2:
+            return lf
+        return lf.sort(["ts", "_order", "lineno"], nulls_last=True, maintain_order=True)
 
     @cached_property
     def _error_groups(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        kind = pl.col("kind")
-        candidates = (kind == "error") | (kind.is_in(["other", "progress"]) & ~pl.col("has_prefix"))
-        return group_errors(self._minor.filter(candidates))
+        """Error records: the lines they span are found from small columns first, then only
+        those lines are read whole."""
+        kind, prefixed = pl.col("kind"), pl.col("has_prefix")
+        candidates = (kind == "error") | (kind.is_in(["other", "progress"]) & ~prefixed)
+        keys = (  # narrow columns: a log may hold millions of unprefixed lines
+            self.scan()
+            .filter(candidates)
+            .select("_order", "lineno", "has_prefix", _error=kind == "error")
+            .collect(engine="streaming")
+            .sort("_order", "lineno")
+        )
+        lineno, order = pl.col("lineno"), pl.col("_order")
+        new = prefixed | (lineno != lineno.shift(1) + 1) | (order != order.shift(1))
+        paths = {i: s.path for i, s in enumerate(self.sources)}
+        spans = (
+            keys.with_columns(_record=new.fill_null(True).cum_sum())
+            .filter(pl.col("_error").cum_sum().over("_record") > 0)
+            .select(
+                pl.col("_order").replace_strict(paths, return_dtype=pl.String).alias("source"),
+                "_order",
+                "lineno",
+                "_record",
+            )
+        )
+        del keys
+        rows = self._resolved(self._scan_rows(spans)).select(
+            "source", "_order", *_TIME[:2], "level", "message", *RANK_TAGS
+        )
+        rows = (
+            rows.collect(engine="streaming")
+            .join(spans, on=["_order", "lineno"], how="inner", suffix="_")
+            .sort("_order", "lineno")
+        )
+        records = error_table(rows)
+        if len(self.sources) > 1:
+            records = records.sort("ts", "source", "lineno", nulls_last=True, maintain_order=True)
+        taken = spans.select("source", "lineno").with_columns(_err=pl.lit("error"))
+        return records, taken
+
+    def _scan_rows(self, wanted: pl.DataFrame) -> pl.LazyFrame:
+        """Only the lines ``wanted`` names (``_order``, ``lineno``): a filter each store's
+        pieces can skip row groups by, not a join over every line."""
+        frames = []
+        for (order,), rows in wanted.group_by("_order"):
+            s = self.sources[int(order)]
+            frames.append(
+                s.scan()
+                .filter(pl.col("lineno").is_in(rows.get_column("lineno").implode()))
+                .with_columns(
+                    source=pl.lit(s.path), _offset=pl.lit(s.clock_offset_s), _order=pl.lit(order)
+                )
+            )
+        if not frames:
+            return self.scan().head(0)
+        return pl.concat(frames, how="diagonal_relaxed")
 
     def _error_spans(self) -> pl.DataFrame:
         return self._error_groups[1]
@@ -306,6 +392,7 @@ def load_sglang_log(
     ----------
     paths
         One file or several (e.g. one per node, merged on one clock); ``.gz`` is read as is.
+        A dataset directory written by ``ppscope ingest`` stands for the logs it holds.
     strict
         Raise ``ParseError`` at the first line that cannot be typed fully (a cut batch line,
         a cut ``server_args`` dump, invalid UTF-8, control characters) instead of recording it.
@@ -326,6 +413,9 @@ def load_sglang_log(
     try:
         stores = []
         for path in files:
+            if is_dataset(path):
+                stores.extend(dataset_stores(path))
+                continue
             check_input(path)  # a pipe would hang, an unreadable file end in a traceback
             stores.append(open_store(path, workdir, cache))
     except BaseException:
@@ -335,6 +425,12 @@ def load_sglang_log(
     if strict:
         _check_strict(log)
     return log
+
+
+def open_dataset(path: str | Path, *, strict: bool = False) -> SGLangLog:
+    """The logs of a dataset written by ``ppscope ingest``: the same tables as
+    ``load_sglang_log`` of the files it was made from, as lazy scans of its Parquet pieces."""
+    return load_sglang_log([Path(path)], strict=strict)
 
 
 def _check_strict(log: SGLangLog) -> None:

@@ -54,6 +54,9 @@ DEFAULT_SHAPES: tuple[Shape, ...] = (
     ),
 )  # fmt: skip
 MAX_SHAPES = 6
+# A shape becomes columns of the plan: a line with more keys (or one key twice) is not a
+# shape but an oddity, typed by the key-by-key tiers in time linear in its length.
+MAX_SHAPE_KEYS = 48
 
 # Message starts that make a line a startup fact; the rest of the kinds are settled later.
 STARTUP_PREFIXES = (
@@ -83,7 +86,7 @@ def sample_shapes(lines: Iterable[str]) -> list[Shape]:
             i = line.find(word)
             if i >= 0:
                 shape = batch_shape(line[i:].rstrip())
-                if shape is not None:
+                if shape is not None and len(set(shape[1])) == len(shape[1]) <= MAX_SHAPE_KEYS:
                     seen[shape] += 1
     shapes = [s for s, _ in seen.most_common(MAX_SHAPES)]
     return shapes or list(DEFAULT_SHAPES)

@@ -1,12 +1,16 @@
-"""One SGLang log file → its typed line store (Parquet), cached next to the input.
+"""One SGLang log file → its typed line store: Parquet pieces and a manifest.
 
-The store of a file is four pieces: ``lines`` (every line, typed by the streaming pass),
-``fix`` (batch lines the pass left unresolved, typed by the slower tiers), ``kinds`` (``other``
-lines that are errors, progress bars or journal markers) and ``meta`` (wrapper, counts, clock
-offset). They are keyed by the file's path, size and mtime and by what shaped them
-(``store_version``): the declared columns the store writes, the source of the code that types
-them, and the ppscope and polars versions. A changed field list can never be served from an
-entry written before the change.
+The file is read in byte-range chunks, each typed into its own piece by a pool of threads
+(``chunks``), so memory stays bounded by a few chunks whatever the file's size, and both cores
+work. The manifest (written last) lists the pieces with their sizes and footer digests and
+holds what the pass learned: wrapper, counts per kind, odd lines, clock offset, rank and header
+texts. A store lives in the cache (``toolkit.load.cache``: keyed by the file's size, mtime and
+content fingerprint and by ``store_version``), in a dataset written by ``ppscope ingest``, or in
+a temporary directory; it is read back the same way from each.
+
+``store_version`` is what an entry depends on besides its input: the declared columns the store
+writes, the source of the code that types them, and the ppscope and polars versions. A changed
+field list can never be served from an entry written before the change.
 """
 
 from __future__ import annotations
@@ -15,30 +19,40 @@ import ast
 import hashlib
 import importlib.util
 import json
-import re
+import os
+import shutil
 import sys
+import tempfile
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from toolkit._version import __version__
+from toolkit.load import cache as cache_io
 from toolkit.load import text as lines_io
-from toolkit.load.sglang.batch_line import KEY_COLUMN, parse_batch_message
-from toolkit.load.sglang.plan import (
-    Shape,
-    line_plan,
-    refine_kind,
-    sample_shapes,
-    type_by_key,
-    unreadable,
+from toolkit.load.sglang.chunks import (
+    CHUNK_BYTES,
+    Job,
+    empty_chunk,
+    file_facts,
+    file_job,
+    merge_stats,
+    round_offset,
+    type_chunk,
 )
-from toolkit.load.sglang.wrappers import sniff_wrapper, wrapper_named
 from toolkit.schema import sglang as sglang_schema
-from toolkit.schema.sglang import BATCHES
 
-_YEAR = re.compile(r"\[(\d{4})-\d\d-\d\d \d\d:\d\d:\d\d")
+FORMAT = 2  # of the manifest
+WORKERS = max(1, min(2, os.cpu_count() or 1))
+
+
+class StoreError(Exception):
+    """A store that is missing, damaged or written by other code (rebuilt, or reported)."""
 
 
 @dataclass(frozen=True)
@@ -54,204 +68,171 @@ class Store:
     odd: dict[str, int]  # unreadable (invalid UTF-8 or control characters), undated
     ranks: tuple[str, ...]  # distinct rank texts (" PP3 TP0")
     headers: tuple[str, ...]  # distinct wrapper headers ("node python3[85690]")
-    lines_path: Path
-    fix_path: Path
-    kinds_path: Path
+    pieces: tuple[Path, ...]
+    fixes: tuple[Path, ...]
+    long_lines: int = 0  # lines cut at ``text.LINE_CAP``
 
     def scan(self) -> pl.LazyFrame:
-        """The typed lines, with ``kind`` refined for the lines the fast pass called ``other``."""
-        lf = pl.scan_parquet(self.lines_path)
-        if not any(k in self.counts for k in ("error", "progress", "marker")):
-            return lf
-        refined = pl.scan_parquet(self.kinds_path).rename({"kind": "_refined"})
-        return (
-            lf.join(refined, on="lineno", how="left", maintain_order="left")
-            .with_columns(kind=pl.coalesce("_refined", "kind"))
-            .drop("_refined")
-        )
+        """Every typed line, lazily, in file order."""
+        return pl.scan_parquet(list(self.pieces))
 
     def fixups(self) -> pl.DataFrame:
-        return pl.read_parquet(self.fix_path)
+        """Batch lines the fast plan left unresolved, typed by the slower tiers."""
+        frames = [pl.read_parquet(p) for p in self.fixes]
+        return pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
 
 
-def open_store(path: Path, workdir: Path, cache: bool) -> Store:
-    """The store of ``path``: read from the cache when valid, else built by one pass."""
-    store_dir = cache_dir(path) if cache else workdir
-    stem = store_dir / f"{path.name}.{_cache_key(path)}"
-    meta_path = Path(f"{stem}.meta.json")
-    if cache and meta_path.exists():
-        try:
-            return _from_meta(path, stem, json.loads(meta_path.read_text()))
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged cache entry is rebuilt
-    meta = _build(path, stem, workdir)
-    meta_path.write_text(json.dumps(meta))
-    return _from_meta(path, stem, meta)
+def open_store(
+    path: Path,
+    workdir: Path,
+    cache: bool,
+    *,
+    chunk_bytes: int | None = None,
+    workers: int = WORKERS,
+) -> Store:
+    """The store of ``path``: read from the cache when whole and current, else built by one
+    pass (into the cache, or into ``workdir`` when caching is off or no directory is
+    writable)."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
+    root = cache_io.cache_dir(path) if cache else None
+    if root is None:
+        out = Path(tempfile.mkdtemp(prefix=f"{path.name}.", suffix=".store", dir=workdir))
+        build_store(path, out, chunk_bytes=chunk_bytes, workers=workers)
+        return read_store(out)
+    key = cache_io.entry_key(path, store_version())
+    entry = cache_io.entry_path(root, path, key)
+    for _ in range(3):  # an entry evicted or replaced by another process just now: again
+        found = _cached(entry, key, path)
+        if found is not None:
+            return found
+        with cache_io.locked(root, entry):
+            if _cached(entry, key, path) is None:  # else built while we waited for the lock
+                tmp = cache_io.temp_entry(root, entry)
+                try:
+                    build_store(path, tmp, key=key, chunk_bytes=chunk_bytes, workers=workers)
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+                if _cached(entry, key, path) is None:
+                    cache_io.publish(tmp, entry)
+                else:
+                    shutil.rmtree(tmp, ignore_errors=True)
+        cache_io.sweep(root, keep=entry)
+    return read_store(entry, key=key, path=str(path))
 
 
-def _from_meta(path: Path, stem: Path, meta: dict) -> Store:
-    return Store(
-        path=str(path),
-        wrapper=meta["wrapper"],
-        lines=meta["lines"],
-        clock_offset_s=meta["offset"],
-        problems=tuple(meta["problems"]),
-        counts=meta["counts"],
-        odd=meta["odd"],
-        ranks=tuple(meta["ranks"]),
-        headers=tuple(meta["headers"]),
-        lines_path=Path(f"{stem}.lines.parquet"),
-        fix_path=Path(f"{stem}.fix.parquet"),
-        kinds_path=Path(f"{stem}.kinds.parquet"),
-    )
+def _cached(entry: Path, key: str, path: Path) -> Store | None:
+    try:
+        store = read_store(entry, key=key, path=str(path))
+    except StoreError:
+        return None
+    cache_io.touch(entry)
+    return store
 
 
-def _build(path: Path, stem: Path, workdir: Path) -> dict:
-    plain, problem = lines_io.plain_copy(path, workdir)
-    sample = lines_io.sample_lines(plain)
-    job = _Job(
-        wrapper=sniff_wrapper(sample[:400]).name,
-        year=_first_year(sample),
-        shapes=tuple(sample_shapes(sample)),
-        ansi=lines_io.contains_byte(plain, b"\x1b"),
-    )
-    lines_path = _type_lines(plain, stem, job, workdir)
-    if plain != path:
-        plain.unlink()
-
-    lines = pl.scan_parquet(lines_path)
-    kinds = _refined_kinds(lines)
-    kinds.write_parquet(f"{stem}.kinds.parquet")
-    _fixups(lines).write_parquet(f"{stem}.fix.parquet")
-    stats = _stats(lines)
-    counts = dict(stats.pop("counts"))
-    for kind, n in kinds.group_by("kind").len().iter_rows():
-        counts[kind] = counts.get(kind, 0) + n
-        counts["other"] -= n
-    return {
-        "wrapper": job.wrapper,
-        "lines": stats.pop("lines"),
-        "offset": _round_offset(stats.pop("offset")),
-        "problems": [problem] if problem else [],
-        "counts": {k: v for k, v in sorted(counts.items()) if v},
-        **stats,
-    }
-
-
-@dataclass(frozen=True)
-class _Job:
-    """What the typing pass needs to know about a file (picklable, for worker processes)."""
-
-    wrapper: str
-    year: int | None
-    shapes: tuple[Shape, ...]
-    ansi: bool
-
-    def plan(self, lines: pl.LazyFrame) -> pl.LazyFrame:
-        return line_plan(lines, wrapper_named(self.wrapper), self.year, list(self.shapes),
-                         ansi=self.ansi)  # fmt: skip
+def read_store(directory: Path, *, key: str | None = None, path: str | None = None) -> Store:
+    """The store in ``directory``, verified: every piece present with the size and footer the
+    manifest records, written by this version of the code (and for ``key`` when given)."""
+    manifest = cache_io.read_manifest(directory)
+    if manifest is None:
+        raise StoreError(f"{directory}: no readable {cache_io.MANIFEST}")
+    if manifest.get("format") != FORMAT or manifest.get("version") != store_version():
+        raise StoreError(f"{directory}: written by another version of ppscope")
+    if key is not None and manifest.get("key") != key:
+        raise StoreError(f"{directory}: written for another input")
+    try:
+        pieces = [_piece(directory, p) for p in manifest["pieces"]]
+        fixes = [_piece(directory, p) for p in manifest["fixes"]]
+        return Store(
+            path=path if path is not None else manifest["source"]["path"],
+            wrapper=manifest["wrapper"],
+            lines=manifest["lines"],
+            clock_offset_s=manifest["offset"],
+            problems=tuple(manifest["problems"]),
+            counts=manifest["counts"],
+            odd=manifest["odd"],
+            ranks=tuple(manifest["ranks"]),
+            headers=tuple(manifest["headers"]),
+            pieces=tuple(pieces),
+            fixes=tuple(fixes),
+            long_lines=manifest.get("long_lines", 0),
+        )
+    except (KeyError, TypeError) as e:
+        raise StoreError(f"{directory}: manifest lacks {e}") from None
 
 
-def _type_lines(plain: Path, stem: Path, job: _Job, workdir: Path) -> Path:
-    """Type every line into Parquet in one streaming pass (bounded memory at any file size).
+def _piece(directory: Path, piece: dict[str, Any]) -> Path:
+    path = directory / piece["name"]
+    try:
+        facts = file_facts(path)
+    except OSError:
+        raise StoreError(f"{path}: missing") from None
+    if facts != {"bytes": piece["bytes"], "footer": piece["footer"]}:
+        raise StoreError(f"{path}: not the piece the manifest lists (cut or replaced)")
+    return path
 
-    Splitting the file over worker processes was measured no faster on 2 cores: the streaming
-    engine already keeps both busy for most of the pass.
+
+def build_store(
+    path: Path,
+    out: Path,
+    *,
+    key: str | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    workers: int = WORKERS,
+) -> dict[str, Any]:
+    """Type ``path`` into pieces in ``out`` and write the manifest last; returns it.
+
+    One thread reads chunks in order; ``workers`` threads type them (polars releases the
+    GIL). At most ``workers + 1`` chunks are in memory at once.
     """
-    out = Path(f"{stem}.lines.parquet")
-    partial = Path(f"{stem}.partial")
-    job.plan(lines_io.scan_lines(plain, workdir)).sink_parquet(
-        partial, compression="lz4", statistics=False
-    )
-    partial.replace(out)
-    return out
+    job = file_job(path)
+    problems: list[str] = []
+    done: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(workers) as pool:
+        pending: deque[Future[dict[str, Any]]] = deque()
+        lineno = 1
+        for chunk in lines_io.iter_chunks(path, chunk_bytes, problems=problems):
+            pending.append(pool.submit(type_chunk, job, chunk, lineno, out))
+            lineno += chunk.lines
+            while len(pending) > workers:
+                done.append(pending.popleft().result())
+        done += [f.result() for f in pending]
+    if not done:
+        done.append(type_chunk(job, empty_chunk(), 1, out))
+    return write_manifest(out, path, job, done, problems, key=key)
 
 
-def _stats(lf: pl.LazyFrame) -> dict:
-    """Counts, odd lines, the wrapper-to-SGLang clock offset, distinct ranks and headers."""
-    row = (
-        lf.select(
-            lines=pl.len(),
-            offset=(pl.col("ts").cast(pl.Datetime("us")) - pl.col("wrapper_ts"))
-            .dt.total_seconds()
-            .median(),
-            undated=(
-                pl.col("ts").is_null()
-                & pl.col("clock").is_null()
-                & pl.col("wrapper_ts").is_null()
-                & (pl.col("kind") != "blank")
-            ).sum(),
-            ranks=pl.col("ranks").drop_nulls().unique().implode(),
-            headers=pl.col("header").drop_nulls().unique().implode(),
-        )
-        .collect(engine="streaming")
-        .row(0, named=True)
-    )
-    counts = lf.group_by("kind").len().collect(engine="streaming")
-    return {
-        "lines": int(row["lines"]),
-        "offset": row["offset"],
-        "odd": {
-            "unreadable": unreadable(lf).select(pl.len()).collect().item(),
-            "undated": int(row["undated"]),
-        },
-        "ranks": sorted(row["ranks"]),
-        "headers": sorted(row["headers"]),
-        "counts": {k: int(n) for k, n in counts.iter_rows()},
+def write_manifest(
+    out: Path,
+    path: Path,
+    job: Job,
+    chunks: list[dict[str, Any]],
+    problems: list[str],
+    *,
+    key: str | None = None,
+) -> dict[str, Any]:
+    """The manifest of a store from its chunks' facts, written last (the store is whole once
+    it exists)."""
+    stats = merge_stats(sorted(chunks, key=lambda c: c["index"]))
+    try:
+        st = path.stat()
+        source = {"path": str(path), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+    except OSError:
+        source = {"path": str(path)}
+    manifest = {
+        "format": FORMAT,
+        "version": store_version(),
+        "key": key,
+        "source": source,
+        "wrapper": job.wrapper,
+        "problems": problems,
+        **stats,
+        "offset": round_offset(stats["offset"]),
     }
-
-
-def _refined_kinds(lines: pl.LazyFrame) -> pl.DataFrame:
-    """Lines the fast pass called ``other`` that are errors, progress bars or journal markers."""
-    return (
-        lines.filter(pl.col("kind") == "other")
-        .select(
-            "lineno", kind=refine_kind(pl.col("message"), pl.col("has_prefix"), pl.col("level"))
-        )
-        .filter(pl.col("kind") != "other")
-        .collect(engine="streaming")
-    )
-
-
-_CONTEXT = ["lineno", "ts", "clock", "wrapper_ts", "ranks", "gpu_id", "kind", "message"]
-
-
-def _fixups(lines: pl.LazyFrame) -> pl.DataFrame:
-    """Type the batch lines the positional pass left unresolved: key by key, then in Python."""
-    pending = lines.filter(pl.col("unresolved")).select(_CONTEXT)
-    sample = pending.select("message").head(20_000).collect().get_column("message")
-    keys = {k for message in sample for k in KEY_COLUMN if f"{k}: " in message}
-    by_key = type_by_key(pending, keys).collect(engine="streaming")
-    settled = (
-        by_key.filter(~pl.col("unresolved"))
-        .drop("unresolved", "message")
-        .with_columns(complete=pl.lit(True), extra=pl.lit(None, pl.String))
-    )
-    rest = by_key.filter(pl.col("unresolved"))
-    rows = []
-    for r in rest.iter_rows(named=True):
-        parsed = parse_batch_message(r["message"])
-        rows.append(
-            {
-                **{k: r[k] for k in _CONTEXT if k != "message"},
-                **(parsed.values if parsed else {}),
-                "extra": parsed.extra if parsed else r["message"],
-                "complete": parsed.complete if parsed else False,
-            }
-        )
-    schema = {
-        **{k: by_key.schema[k] for k in _CONTEXT if k != "message"},
-        **{k: v for k, v in BATCHES.items() if k not in _CONTEXT},
-        "complete": pl.Boolean,
-    }
-    python = pl.DataFrame(rows, schema=schema, orient="row")
-    return pl.concat([settled, python], how="diagonal_relaxed")
-
-
-def _cache_key(path: Path) -> str:
-    st = path.stat()
-    raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{store_version()}"
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+    tmp = out / f"{cache_io.MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest))
+    tmp.replace(out / cache_io.MANIFEST)
+    return manifest
 
 
 def store_version() -> str:
@@ -323,32 +304,3 @@ def _source(module: str) -> bytes:
         spec = importlib.util.find_spec(module)
         origin = spec.origin if spec is not None else None
     return Path(origin).read_bytes() if origin else b""
-
-
-def cache_dir(path: Path) -> Path:
-    """``.ppscope-cache`` beside the input, else the user's cache directory."""
-    for candidate in (path.parent / ".ppscope-cache", Path.home() / ".cache" / "ppscope"):
-        try:
-            candidate.mkdir(parents=True, exist_ok=True)
-            probe = candidate / ".probe"
-            probe.touch()
-            probe.unlink()
-            return candidate
-        except OSError:
-            continue
-    return lines_io.workdir()
-
-
-def _first_year(sample: list[str]) -> int | None:
-    for line in sample:
-        m = _YEAR.search(line)
-        if m:
-            return int(m.group(1))
-    return None
-
-
-def _round_offset(seconds: float | None) -> float:
-    """Wrapper-to-SGLang clock offset, rounded to whole quarter hours (time zones)."""
-    if seconds is None:
-        return 0.0
-    return float(round(seconds / 900.0) * 900)
