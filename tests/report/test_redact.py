@@ -31,10 +31,18 @@ def test_secret_names(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     ["max_total_num_tokens", "tokenizer_path", "skip_tokenizer_init", "max_prefill_tokens",
-     "num_reserved_decode_tokens", "ssl_keyfile", "sort_key", "tp_size"],
+     "num_reserved_decode_tokens", "ssl_keyfile", "sort_key", "tp_size", "token_usage",
+     "new_token_ratio", "token_count"],
 )  # fmt: skip
 def test_ordinary_names(name: str) -> None:
     assert not is_secret_key(name)
+
+
+def test_a_chart_tooltip_expression_survives() -> None:
+    # Vega-Lite writes a tooltip as an expression naming its fields; mangling it breaks the chart.
+    spec = '{"expr": "\\"; token_usage: \\" + (format(datum[\\"token_usage\\"], \\".0%\\"))"}'
+    assert redact_text(spec) == spec
+    assert redact_html(f"<script>{spec}</script>") == f"<script>{spec}</script>"
 
 
 def test_redact_args_keeps_numbers_and_paths() -> None:

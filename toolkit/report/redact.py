@@ -71,6 +71,11 @@ _SECRET_NAMES = frozenset(
 _KEY_OWNERS = frozenset({"api", "access", "secret", "private", "signing", "encryption", "client"})
 # Keys whose values are counts in LLM logs: a number after them is no credential.
 _COUNT_PARTS = frozenset({"token"})
+# Beside ``token``, these parts name a measure of tokens (``token_usage``, ``token_count``,
+# ``new_token_ratio``), never a credential.
+_MEASURE_PARTS = frozenset(
+    {"usage", "count", "num", "ratio", "budget", "limit", "len", "length", "size", "per", "rate"}
+)
 _NUMBER = re.compile(r"[+-]?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?%?")
 _MIN_LITERAL = 6  # shorter values are replaced only where their key is seen, never blindly
 _NOT_SECRET = frozenset(
@@ -94,9 +99,16 @@ def is_secret_key(name: str) -> bool:
     [True, True, True, True]
     >>> [is_secret_key(k) for k in ("max_total_num_tokens", "tokenizer_path", "sort_key")]
     [False, False, False]
+    >>> [is_secret_key(k) for k in ("token_usage", "hf_token", "auth_token")]
+    [False, True, True]
     """
     parts = _parts(name)
-    if "_".join(parts) in _SECRET_NAMES or any(p in _SECRET_PARTS for p in parts):
+    if "_".join(parts) in _SECRET_NAMES:
+        return True
+    secret = {p for p in parts if p in _SECRET_PARTS}
+    if secret == set(_COUNT_PARTS) and _MEASURE_PARTS & set(parts):
+        return False
+    if secret:
         return True
     # *_api_key, *_access_key, *_secret_key, private_key, but not ``sort_key`` or ``lora_keys``
     return len(parts) >= 2 and parts[-1] == "key" and parts[-2] in _KEY_OWNERS
