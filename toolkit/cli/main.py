@@ -6,7 +6,7 @@ import argparse
 from types import ModuleType
 
 from toolkit._version import __version__
-from toolkit.cli import demo, diagnose, diff, model, parse, report, scaling, timeline
+from toolkit.cli import capture, demo, diagnose, diff, model, parse, report, scaling, timeline
 from toolkit.cli.output import fail
 from toolkit.errors import ToolkitError
 
@@ -18,6 +18,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     diff,
     timeline,
     report,
+    capture,
     demo,
 )
 """Each module has ``NAME``, ``HELP``, ``EXAMPLES``, ``add_arguments(parser)``, ``run(args)``."""
