@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 done, 1 partly failed, 2 bad input)."""
+    """Run the command line; returns the exit code (0 done, 1 partly failed, 2 bad input;
+    3 ``diagnose --fail-on`` found a finding that severe; 130 ``capture`` stopped early)."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))
