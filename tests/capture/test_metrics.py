@@ -25,6 +25,8 @@ def test_server_info_from_the_endpoint_the_release_has(
     entry = json.loads((tmp_path / "server_info.jsonl").read_text())
     assert (entry["phase"], entry["when"], entry["endpoint"]) == (0, "before", endpoint)
     assert entry["info"]["tp_size"] == 1
+    assert entry["info"]["api_key"] == "[redacted]"
+    assert "sk-fake" not in (tmp_path / "server_info.jsonl").read_text()
 
 
 def test_a_server_that_does_not_answer_is_a_capture_error(tmp_path: Path) -> None:

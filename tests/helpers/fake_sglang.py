@@ -107,6 +107,7 @@ class FakeSGLang:
             "disable_cuda_graph": False,
             "decode_log_interval": 40,
             "enable_metrics": self.metrics,
+            "api_key": "sk-fake-secret-0123456789",
             "max_total_num_tokens": POOL_TOKENS,
             "max_req_input_len": 32_000,
             "internal_states": [{"last_gen_throughput": 0.0}],

@@ -4,12 +4,15 @@
 Prometheus exposition}``: the text is kept whole (every label, every histogram bucket) so any
 later reader parses it with a real exposition parser. ``server_info.jsonl`` holds one object
 per call, ``{"ts", "phase", "when", "endpoint", "info"}``: ``/server_info`` (SGLang ≥ 0.5.23),
-else ``/get_server_info`` (older releases).
+else ``/get_server_info`` (older releases). The answer holds the server's arguments: values of
+secret-bearing keys (``api_key``, ``admin_api_key``, ``hf_token``, passwords) are written as
+``[redacted]``, so the run directory can be shared.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.error
 import urllib.request
@@ -19,13 +22,34 @@ from typing import Any
 from toolkit.capture.clock import iso, now
 from toolkit.errors import CaptureError
 
-__all__ = ["MetricsPoller", "ServerInfo", "fetch"]
+__all__ = ["MetricsPoller", "ServerInfo", "fetch", "redacted"]
 
 PERIOD_S = 1.0
 """Time between two ``/metrics`` scrapes."""
 TIMEOUT_S = 5.0
 """Longest wait for one HTTP answer."""
 INFO_PATHS = ("/server_info", "/get_server_info")
+_SECRET_KEY = re.compile(
+    r"(?:^|_)(?:api_key|key|token|password|passphrase|secret|private_key)$", re.IGNORECASE
+)
+
+
+def redacted(value: Any) -> Any:
+    """``value`` with every non-empty string under a secret-bearing key replaced.
+
+    >>> redacted({"api_key": "sk-1", "max_total_num_tokens": 5, "x": [{"hf_token": "hf_a"}]})
+    {'api_key': '[redacted]', 'max_total_num_tokens': 5, 'x': [{'hf_token': '[redacted]'}]}
+    """
+    if isinstance(value, dict):
+        return {
+            k: "[redacted]"
+            if isinstance(v, str) and v and _SECRET_KEY.search(str(k))
+            else redacted(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redacted(v) for v in value]
+    return value
 
 
 def fetch(url: str, timeout_s: float = TIMEOUT_S) -> tuple[int, bytes]:
@@ -66,7 +90,7 @@ class ServerInfo:
             return None
         entry = {"ts": iso(now()), "phase": phase, "when": when, "endpoint": self.endpoint}
         with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(entry | {"info": info}) + "\n")
+            f.write(json.dumps(entry | {"info": redacted(info)}) + "\n")
         return info
 
     def _ask(self) -> dict[str, Any] | None:
