@@ -107,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
     previous = {s: signal.signal(s, _interrupt) for s in stops}
     try:
         result = capture(options, say)
+    except KeyboardInterrupt:  # before anything was started or written
+        say("interrupted before the capture started")
+        return 130
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
