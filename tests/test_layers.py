@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_version", "errors"),
     ("schema",),
     ("load",),
+    ("capture",),  # records run directories from a live server; loads only what it wrote
     ("analyze",),
     ("synth",),  # writes sample runs with the serving model; only demos and tests read it
     ("run_analysis",),

@@ -7,6 +7,7 @@ The facade reads like a table of contents:
 - ``load_gpu_trace``, ``load_topology``, ``gpu_roles``: GPU traces, links, GPU → pipeline stage
 - ``load_bench``: SGLang/vLLM/GenAI-Perf/AIPerf results and sweep CSVs → ``runs``, ``requests``
 - ``load_run``: a run directory (server log, results, traces, ``run.toml``) as one object
+- ``capture``: record a run directory from a live SGLang server; ``load_phase_marks`` its phases
 - ``scaling_table``, ``scaling_gap``, ``crossover``, ``knee``: how each layout scales, and the gap
 - ``diagnose``: every hypothesis checked at once, ``Finding`` s ranked with their evidence
 - ``slot_occupancy``, ``stage_timeline``, ``config_diff``, ``cuda_graph_coverage``, ``kv_pressure``
@@ -39,8 +40,9 @@ from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
 from toolkit.analyze.stages import stage_busy, stage_cadence, stage_desync, stage_timeline
+from toolkit.capture import CaptureOptions, capture
 from toolkit.diagnose import Finding, diagnose
-from toolkit.errors import ConfigError, ParseError, ToolkitError, UnknownFormat
+from toolkit.errors import CaptureError, ConfigError, ParseError, ToolkitError, UnknownFormat
 from toolkit.export import chrome_trace, write_chrome_trace
 from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu.trace import (
@@ -52,6 +54,7 @@ from toolkit.load.gpu.trace import (
     load_gpu_trace,
     load_topology,
 )
+from toolkit.load.phase_marks import load_phase_marks
 from toolkit.load.run import Run, load_run
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log, open_dataset
@@ -60,6 +63,8 @@ __all__ = [
     "INCIDENT",
     "KIMI_K2",
     "BenchResults",
+    "CaptureError",
+    "CaptureOptions",
     "ConfigError",
     "Finding",
     "GpuTrace",
@@ -78,6 +83,7 @@ __all__ = [
     "admission",
     "align",
     "busy_share",
+    "capture",
     "chrome_trace",
     "config_diff",
     "crossover",
@@ -98,6 +104,7 @@ __all__ = [
     "load_compute_apps",
     "load_gpu_list",
     "load_gpu_trace",
+    "load_phase_marks",
     "load_run",
     "load_sglang_log",
     "load_topology",

@@ -39,6 +39,10 @@ class ParseError(ToolkitError):
         super().__init__(text)
 
 
+class CaptureError(ToolkitError):
+    """A capture that cannot start or go on: an unreachable server, a missing program."""
+
+
 class ConfigError(ParseError):
     """A ``run.toml`` that cannot be used: invalid TOML, an unknown key, a value of the wrong
     type or out of range; ``path:line: reason`` like ``ParseError`` (the line of the key)."""

@@ -149,7 +149,13 @@ class RunAnalysis:
     @cached_property
     def phases(self) -> pl.DataFrame:
         chunk = self.derived["resolved_chunked_prefill_size"]
-        return decode_phases(self.batches, self.bench, chunked_prefill_size=chunk, pp_size=self.pp)
+        return decode_phases(
+            self.batches,
+            self.bench,
+            chunked_prefill_size=chunk,
+            pp_size=self.pp,
+            marks=self.run.phase_marks,
+        )
 
     @cached_property
     def occupancy(self) -> pl.DataFrame:

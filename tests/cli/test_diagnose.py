@@ -93,3 +93,38 @@ def test_a_directory_without_inputs_is_an_error_not_a_healthy_run(
     (tmp_path / "notes.txt").write_text("nothing here\n")
     assert main(["diagnose", str(tmp_path)]) == 2
     assert "no SGLang log, benchmark result or GPU trace" in capsys.readouterr().err
+
+
+def test_diagnose_markdown_for_an_issue(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["diagnose", "-q", "--format", "markdown", str(runs["pp8-underfilled"])]
+    assert main([*argv, str(runs["tp8"])]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## PP8\n") and "\n## TP8\n" in out
+    assert "| severity | finding | impact | basis |\n|---|---|---|---|\n" in out
+    assert "| high | `pp-underfilled-slots`: ~4 of 16" in out
+    assert "### HIGH `pp-underfilled-slots`:" in out
+    assert "**Remedy:** --pp-max-micro-batch-size 4" in out
+    assert "| phase | offered | running_est |" in out  # the evidence table
+    table = out.split("\n\n")[2].splitlines()  # heading, run line, then the findings
+    assert len(table) > 3 and all(line.startswith("| ") for line in table[2:])
+    assert len({line.count("|") for line in table}) == 1  # every row has the header's cells
+
+
+@pytest.mark.parametrize(
+    ("run", "level", "code"),
+    [("pp8-underfilled", "high", 3), ("pp8-underfilled", "medium", 3), ("tp8", "high", 0)],
+)
+def test_fail_on_sets_exit_code_3(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str], run: str, level: str, code: int
+) -> None:
+    assert main(["diagnose", "-q", "--json", "--fail-on", level, str(runs[run])]) == code
+    assert json.loads(capsys.readouterr().out)["findings"] is not None  # still printed
+
+
+def test_json_and_markdown_exclude_each_other(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["diagnose", "--json", "--format", "markdown", str(runs["tp8"])]) == 2
+    assert "choose one" in capsys.readouterr().err

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,23 @@ def test_a_pipe_named_run_toml_is_rejected(tmp_path: Path) -> None:
 
 def test_config_error_is_a_parse_error() -> None:
     assert issubclass(ConfigError, ParseError) and issubclass(ConfigError, ToolkitError)
+
+
+def test_a_trace_without_time_gets_its_start(tmp_path: Path) -> None:
+    """``[gpu_trace] start``: when the first sample of a dcgmi trace was taken (local time)."""
+    (tmp_path / "run.toml").write_text(
+        "[gpu_trace]\ninterval_s = 0.104\nstart = 2025-05-25T21:40:21.250\n"
+    )
+    config = read_run_config(tmp_path)
+    assert config.gpu_trace_interval_s == 0.104
+    assert config.gpu_trace_start == datetime(2025, 5, 25, 21, 40, 21, 250_000)
+
+
+@pytest.mark.parametrize(
+    "value", ['"2025-05-25T21:40:21"', "2025-05-25T21:40:21Z", "2025-05-25", "21:40:21"]
+)
+def test_a_start_is_a_local_date_time(tmp_path: Path, value: str) -> None:
+    (tmp_path / "run.toml").write_text(f'label = "x"\n[gpu_trace]\nstart = {value}\n')
+    with pytest.raises(ConfigError, match=r"gpu_trace\.start must be a local date-time") as e:
+        read_run_config(tmp_path)
+    assert e.value.lineno == 3

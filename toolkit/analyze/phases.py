@@ -10,12 +10,18 @@ prompts, and over the prompt length that is requests. Runs and phases are matche
 alignment that fits these counts best; a warm-up phase no run claims, or a run whose phase is
 missing, is left unmatched. A phase whose count does not fit its run (``PLACEMENT_RANGE``) is
 flagged and its ``offered`` stays null, so no finding judges it against the wrong load.
+
+A phase file (``ppscope capture``'s ``phases.jsonl``) states when each run started and ended:
+given as ``marks``, it takes precedence over the evidence. Each phase is then the decode lines
+inside one mark (on a log that prints whole seconds, the seconds the mark touches; widened by
+``MARK_SLACK_S``, never back into the previous mark), the run is the mark's, and ``offered`` is
+the mark's concurrency whatever the lines count.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
@@ -62,6 +68,9 @@ QUEUED_FLOOR = 0.02
 """The lower end of ``PLACEMENT_RANGE`` for a phase whose lines show requests queued: a request
 cap or a full KV pool keeps far fewer running than the run offered."""
 
+MARK_SLACK_S = 0.5
+"""A phase file's times are widened by this much, for a log clock a little off the capture's."""
+
 QUEUED_WEIGHT = 0.25
 """Weight of a shortfall of running requests in a phase with queued requests (see ``_place``)."""
 
@@ -94,6 +103,7 @@ def decode_phases(
     gap_s: float | None = None,
     chunked_prefill_size: int | None = None,
     pp_size: int | None = None,
+    marks: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Stretches of decoding and the benchmark run placed on each (schema ``PHASES``).
 
@@ -111,6 +121,9 @@ def decode_phases(
     pp_size
         The launch's ``pp_size``: above 1 a decode line's ``#running-req`` is one micro-batch.
         By default, the stages that printed lines.
+    marks
+        When each run started and ended (``load_phase_marks``, on the log's clock): phases
+        and placement come from these times instead of pauses and counts.
     """
     decode = reference_lines(batches, "decode").sort("ts")
     prefill = reference_lines(batches, "prefill").sort("ts")
@@ -122,11 +135,17 @@ def decode_phases(
         ranks = batches["pp"].drop_nulls() if "pp" in batches.columns else pl.Series([])
         pp_size = int(ranks.max()) + 1 if ranks.len() else 1  # type: ignore[operator]
     runs = _bench_rows(bench_runs)
-    pauses = _pauses(decode, prefill["ts"])
-    breaks = _phase_breaks(pauses, gap_s, None)
-    if runs and gap_s is None and sum(breaks) + 1 < len(runs):
-        breaks = _phase_breaks(pauses, None, len(runs))
-    decode = decode.with_columns(_phase=pl.Series(breaks).cum_sum().cast(_I))
+    marked = _marks(marks)
+    if marked:
+        decode = _inside_marks(decode, marked)
+        if not decode.height:
+            return pl.DataFrame(schema=PHASES)
+    else:
+        pauses = _pauses(decode, prefill["ts"])
+        breaks = _phase_breaks(pauses, gap_s, None)
+        if runs and gap_s is None and sum(breaks) + 1 < len(runs):
+            breaks = _phase_breaks(pauses, None, len(runs))
+        decode = decode.with_columns(_phase=pl.Series(breaks).cum_sum().cast(_I))
     interval = (pl.col("ts").diff().dt.total_milliseconds() / 1000.0).over("_phase")
     window = pl.coalesce(interval, interval.median().over("_phase"), pl.lit(0.0))
     made = (pl.col("gen_tok_s").cast(_F).fill_null(0.0) * window).cum_sum().over("_phase")
@@ -164,9 +183,10 @@ def decode_phases(
                 "_prompts": span["peak_prompts"],
                 "_queued": bool(span["queued"]),
                 "_prompt": prompt_length(window, chunked_prefill_size),
+                "_mark": span["_phase"],
             }
         )
-    placed = _place(rows, runs)
+    placed = _place_marked(rows, runs, marked) if marked else _place(rows, runs)
     out = []
     for row in rows:
         b = placed.get(row["phase"], {})
@@ -178,7 +198,7 @@ def decode_phases(
         offered = b.get("offered")
         fit = peak / offered if peak is not None and offered else None
         low = QUEUED_FLOOR if row["_queued"] else PLACEMENT_RANGE[0]
-        ok = fit is not None and low <= fit <= PLACEMENT_RANGE[1]
+        ok = bool(marked) or (fit is not None and low <= fit <= PLACEMENT_RANGE[1])
         out.append(
             {
                 "phase": row["phase"],
@@ -214,6 +234,57 @@ def _peak_running(phase: dict[str, Any], isl: float | None, osl: float | None) -
     if prompts is None or not math.isfinite(prompts):
         return floor
     return max(floor, min(float(prompts), float(token)) / isl)
+
+
+def _marks(marks: pl.DataFrame | None) -> list[dict[str, Any]]:
+    """The phase file's phases in time order."""
+    if marks is None or not marks.height:
+        return []
+    rows = marks.filter(pl.col("start").is_not_null() & pl.col("end").is_not_null())
+    return rows.sort("start").to_dicts()
+
+
+def _inside_marks(decode: pl.DataFrame, marks: list[dict[str, Any]]) -> pl.DataFrame:
+    """Decode lines within a mark's times, ``_phase`` the mark's index; the others dropped."""
+    ts = decode["ts"].drop_nulls()
+    whole = ts.len() > 0 and ts.dt.millisecond().max() == 0  # SGLang without SGLANG_LOG_MS
+    slack = timedelta(seconds=MARK_SLACK_S)
+
+    def cut(t: datetime) -> datetime:
+        return t.replace(microsecond=0) if whole else t
+
+    starts, ends = [cut(m["start"]) - slack for m in marks], [cut(m["end"]) for m in marks]
+    for k in range(1, len(marks)):
+        starts[k] = max(starts[k], ends[k - 1] + timedelta(milliseconds=1))
+    bounds = pl.DataFrame(
+        {"_from": starts, "_to": [e + slack for e in ends], "_phase": list(range(len(marks)))},
+        schema={"_from": decode["ts"].dtype, "_to": decode["ts"].dtype, "_phase": _I},
+    ).sort("_from")
+    lines = decode.filter(pl.col("ts").is_not_null()).join_asof(
+        bounds, left_on="ts", right_on="_from", strategy="backward"
+    )
+    return lines.filter(pl.col("ts") <= pl.col("_to")).drop("_from", "_to")
+
+
+def _place_marked(
+    phases: list[dict[str, Any]], runs: list[dict[str, Any]], marks: list[dict[str, Any]]
+) -> dict[int, dict]:
+    """Each phase's run by the phase file: the marks take the benchmark runs in order, each
+    the next run of its concurrency (a mark that added no result takes none); a mark without
+    a run still states the load it offered."""
+    unused = list(runs)
+    of_mark: list[dict[str, Any]] = []
+    for mark in marks:
+        run = None
+        if mark.get("results") != 0:
+            run = next((r for r in unused if r["offered"] == mark["concurrency"]), None)
+            if run is None:
+                run = next((r for r in unused if r["offered"] is None), None)
+        if run is not None:
+            unused.remove(run)
+            run = run if run["offered"] is not None else {**run, "offered": mark["concurrency"]}
+        of_mark.append(run or {"order": None, "offered": mark["concurrency"]})
+    return {p["phase"]: of_mark[p["_mark"]] for p in phases}
 
 
 def _bench_rows(runs: pl.DataFrame | None) -> list[dict[str, Any]]:

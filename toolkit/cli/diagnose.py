@@ -5,6 +5,9 @@ remedy, then the checks its inputs could not support. ``--json`` prints ``{"runs
 "layout", "model", "hardware", "constants"}...], "findings": [{"id", "severity", "run", "title",
 "summary", "evidence", "remedy", "impact", "basis"}...], "skipped": [{"run", "check", "missing",
 "supply"}...]}``, findings ordered by severity, then by the share of throughput each explains.
+``--format markdown`` prints the same as Markdown for a GitHub issue. ``--fail-on SEVERITY``
+makes the exit code 3 when a finding at or above that severity exists (for CI); 2 stays bad
+input.
 """
 
 from __future__ import annotations
@@ -12,14 +15,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from toolkit.cli.markdown import findings_markdown
 from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import emit, frame_lines, to_json, wrapped
 from toolkit.cli.runs import load_analyses
-from toolkit.diagnose import Finding, diagnose, skipped_checks
+from toolkit.diagnose import SEVERITIES, Finding, diagnose, skipped_checks
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["findings_text"]
+__all__ = ["failing", "findings_text"]
 
 NAME = "diagnose"
 HELP = "every hypothesis checked: findings ranked, with evidence and remedies"
@@ -28,18 +32,34 @@ examples:
   ppscope diagnose runs/pp8                    one run
   ppscope diagnose runs/tp8 runs/pp8           runs compared with each other
   ppscope diagnose runs/pp8 --json -o findings.json
+  ppscope diagnose runs/pp8 --format markdown      to paste into a GitHub issue
+  ppscope diagnose runs/pp8 --fail-on high         exit code 3 when a high finding exists
 """
 EVIDENCE_ROWS = 8  # rows of evidence printed per finding
+FAILED_CHECK = 3
+"""Exit code when ``--fail-on`` finds a finding at or above its severity."""
+FAIL_ON = ("high", "medium", "low")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_dirs(parser)
     add_json(parser)
+    parser.add_argument(
+        "--format", choices=("text", "markdown"), default="text",
+        help="text (default) or markdown, ready to paste into a GitHub issue",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fail-on", choices=FAIL_ON, metavar="SEVERITY",
+        help=f"exit with code {FAILED_CHECK} when a finding at or above SEVERITY "
+        "(high, medium, low) exists",
+    )  # fmt: skip
     add_output(parser)
     add_quiet(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json and args.format != "text":
+        raise ToolkitError(f"--json and --format {args.format}: choose one")
     contexts = load_analyses(args.paths, quiet=args.quiet)
     for path, ctx in zip(args.paths, contexts, strict=True):
         if not ctx.run.has_inputs:  # a wrong directory must not read as a healthy run
@@ -53,9 +73,17 @@ def run(args: argparse.Namespace) -> int:
             "skipped": missing,
         }
         emit(to_json(document), args.output)
+    elif args.format == "markdown":
+        emit(findings_markdown(findings, contexts, missing).rstrip(), args.output)
     else:
         emit(findings_text(findings, contexts, missing), args.output)
-    return 0
+    return FAILED_CHECK if args.fail_on and failing(findings, args.fail_on) else 0
+
+
+def failing(findings: Sequence[Finding], severity: str) -> list[Finding]:
+    """The findings at or above ``severity`` (``info`` never counts)."""
+    limit = SEVERITIES.index(severity)
+    return [f for f in findings if f.severity != "info" and SEVERITIES.index(f.severity) <= limit]
 
 
 def findings_text(

@@ -6,7 +6,19 @@ import argparse
 from types import ModuleType
 
 from toolkit._version import __version__
-from toolkit.cli import cache, demo, diagnose, diff, ingest, model, parse, report, scaling, timeline
+from toolkit.cli import (
+    cache,
+    capture,
+    demo,
+    diagnose,
+    diff,
+    ingest,
+    model,
+    parse,
+    report,
+    scaling,
+    timeline,
+)
 from toolkit.cli.output import fail
 from toolkit.errors import ToolkitError
 
@@ -18,6 +30,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     diff,
     timeline,
     report,
+    capture,
     demo,
     ingest,
     cache,
@@ -62,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 done, 1 partly failed, 2 bad input)."""
+    """Run the command line; returns the exit code (0 done, 1 partly failed, 2 bad input;
+    3 ``diagnose --fail-on`` found a finding that severe; 130 ``capture`` stopped early)."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))

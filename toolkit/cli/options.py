@@ -17,15 +17,19 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def add_output(
-    parser: argparse.ArgumentParser, *, required: bool = False, what: str = "the output"
+    parser: argparse.ArgumentParser,
+    *,
+    required: bool = False,
+    what: str = "the output",
+    metavar: str = "FILE",
 ) -> None:
     parser.add_argument(
         "-o",
         "--output",
         type=Path,
         required=required,
-        metavar="FILE",
-        help=f"write {what} to FILE" + ("" if required else " instead of printing it"),
+        metavar=metavar,
+        help=f"write {what} to {metavar}" + ("" if required else " instead of printing it"),
     )
 
 

@@ -27,6 +27,7 @@ from toolkit.load.bench import sniff_bench_format
 from toolkit.load.bench.results import summarize_bench_file
 from toolkit.load.gpu import FORMATS as GPU_FORMATS
 from toolkit.load.gpu.trace import summarize_gpu_file
+from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks
 from toolkit.load.run import load_run
 from toolkit.load.run_config import read_run_config
 from toolkit.load.sglang.log import load_sglang_log
@@ -184,6 +185,17 @@ def summarize(
         return out
     if fmt in BENCH_FORMATS:
         return [summarize_bench_file(path, cache=cache)]
+    if fmt == PHASE_FORMAT:
+        marks = load_phase_marks([path], strict=strict)
+        return [
+            {
+                "path": str(path),
+                "format": fmt,
+                "phases": marks.height,
+                "concurrency": marks["concurrency"].to_list(),
+                "interrupted": int(marks["interrupted"].sum()),
+            }
+        ]
     if fmt in GPU_FORMATS:
         config = read_run_config(path.parent)
         fields = gpu_fields or config.gpu_trace_fields
@@ -201,6 +213,11 @@ def describe(f: dict[str, Any]) -> str:
         return f"{f['path']}  [run-config]\n  label {f['label'] or '-'}{synthetic}"
     if f["format"] in GPU_FORMATS:
         return _describe_gpu(f)
+    if f["format"] == PHASE_FORMAT:
+        levels = ", ".join("-" if c is None else str(c) for c in f["concurrency"]) or "-"
+        stopped = f"; {f['interrupted']} stopped by the capture" if f["interrupted"] else ""
+        head = f"{f['path']}  [{f['format']}]"
+        return f"{head}\n  {f['phases']} phases at concurrency {levels}{stopped}"
     if f["format"] in BENCH_FORMATS:
         layouts = ", ".join(f["layouts"]) or "-"
         return f"{f['path']}  [{f['format']}]\n  {f['runs']} benchmark runs; layouts: {layouts}"

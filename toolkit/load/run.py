@@ -23,6 +23,7 @@ from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu import trace_formats
 from toolkit.load.gpu.trace import GpuTrace, Topology, load_gpu_trace, load_topology
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
+from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
@@ -64,6 +65,7 @@ class Run:
             paths,
             fields=self.config.gpu_trace_fields,
             interval_s=self.config.gpu_trace_interval_s,
+            start=self.config.gpu_trace_start,
             clock_offset_s=self.config.clock_offset_s,
             cache=self.cache,
         )
@@ -93,6 +95,15 @@ class Run:
         except ToolkitError:
             return None  # no file held a result
         return results if results.runs.height else None
+
+    @cached_property
+    def phase_marks(self) -> pl.DataFrame | None:
+        """When each benchmark run started and ended (``phases.jsonl`` of ``ppscope capture``),
+        shifted by ``clock_offset_s`` like the GPU trace; None without a phase file."""
+        paths = self.files.get(PHASE_FORMAT, [])
+        if not paths:
+            return None
+        return load_phase_marks(paths, clock_offset_s=self.config.clock_offset_s)
 
     @cached_property
     def launch_spans(self) -> pl.DataFrame:

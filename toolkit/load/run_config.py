@@ -11,6 +11,7 @@ import math
 import re
 import tomllib
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,11 @@ _KEYS: dict[str, str] = {
     "notes": "a string",
     "gpu_trace": "a table",
 }
-_GPU_TRACE_KEYS = {"fields": "a string", "interval_s": "a number of seconds"}
+_GPU_TRACE_KEYS = {
+    "fields": "a string",
+    "interval_s": "a number of seconds",
+    "start": "a local date-time",
+}
 MAX_INTERVAL_S = 3600.0
 """Longest sampling period accepted for a trace that prints no time."""
 INTERCONNECTS = ("pcie", "nvlink")
@@ -53,6 +58,7 @@ class RunConfig:
     notes: str | None = None
     gpu_trace_fields: tuple[str, ...] | None = None  # for nvidia-smi CSV without a header
     gpu_trace_interval_s: float | None = None  # sampling period of traces that print no time
+    gpu_trace_start: datetime | None = None  # local time of the first sample of such a trace
     path: Path | None = field(default=None, compare=False)
 
 
@@ -116,6 +122,14 @@ def _config(path: Path, data: dict[str, Any], lines: list[str]) -> RunConfig:
                     f"not {_shown(value)}",
                     "gpu_trace",
                 )
+        elif key == "start":
+            if not isinstance(value, datetime) or value.tzinfo is not None:
+                raise fail(
+                    key,
+                    "gpu_trace.start must be a local date-time (2025-05-25T21:40:21.5), "
+                    f"not {_shown(value)}",
+                    "gpu_trace",
+                )
         elif not isinstance(value, str):
             raise fail(
                 key, f"key 'gpu_trace.{key}' must be a string, not {_shown(value)}", "gpu_trace"
@@ -145,6 +159,7 @@ def _config(path: Path, data: dict[str, Any], lines: list[str]) -> RunConfig:
         notes=data.get("notes"),
         gpu_trace_fields=names,
         gpu_trace_interval_s=float(trace["interval_s"]) if "interval_s" in trace else None,
+        gpu_trace_start=trace.get("start"),
         path=path,
     )
 

@@ -141,7 +141,21 @@ FRONTIER_COLUMNS: tuple[Column, ...] = (
     Column("pareto", _B, "no other point has both lower latency and higher throughput"),
 )
 
+PHASE_MARK_COLUMNS: tuple[Column, ...] = (
+    Column("source", _S, "input file (phases.jsonl of ppscope capture)"),
+    Column("lineno", _I, "1-based line of the phase"),
+    Column("phase", _I, "0-based phase of the sweep, as recorded"),
+    Column("concurrency", _I, "requests the phase's benchmark kept in flight"),
+    Column("num_prompts", _I, "requests the phase's benchmark sent"),
+    Column("start", pl.Datetime("ms"), "when the phase's benchmark started, on the log's clock"),
+    Column("end", pl.Datetime("ms"), "when it ended (or was stopped), on the log's clock"),
+    Column("exit_code", _I, "the benchmark's exit code; null when it was stopped"),
+    Column("results", _I, "result lines the phase added to bench.jsonl; null = unknown"),
+    Column("interrupted", _B, "the capture was stopped during the phase"),
+)
+
 RUNS = schema_of(RUN_COLUMNS)
+PHASE_MARKS = schema_of(PHASE_MARK_COLUMNS)
 REQUESTS = schema_of(REQUEST_COLUMNS)
 SCALING = schema_of(SCALING_COLUMNS)
 GAP = schema_of(GAP_COLUMNS)

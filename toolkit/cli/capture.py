@@ -1,0 +1,143 @@
+"""``ppscope capture``: record a run directory from a live SGLang server, on one clock.
+
+Follows the server log from now on, samples the GPUs, scrapes ``/metrics`` every second, asks
+``/server_info`` before and after each phase, runs one benchmark per concurrency and writes the
+phases' times, then ``run.toml``. Progress goes to stderr. Exit codes: 0 the sweep ran through;
+1 a phase failed (the sweep stopped there); 2 bad input (no server, a used directory); 130
+stopped by Ctrl-C or SIGTERM. Every exit leaves a valid run directory and no child running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from types import FrameType
+
+from toolkit.capture import CaptureOptions, capture
+from toolkit.cli.options import add_output, add_quiet
+from toolkit.errors import ToolkitError
+
+NAME = "capture"
+HELP = "record a run directory from a live SGLang server: log, GPUs, metrics, a sweep"
+EXAMPLES = """\
+examples:
+  ppscope capture -o runs/pp8 --server http://localhost:30000 --journal sglang
+  ppscope capture -o runs/tp8 --server http://localhost:30000 --log server.log
+  ppscope capture -o runs/pp8 --server http://localhost:30000 --docker sglang --concurrency 1,8,32
+  ppscope capture -o runs/pp8 --server http://localhost:30000 --kubectl sglang-0 -q
+  ppscope capture -o runs/pp8 --server http://localhost:30000 --bench-cmd ./bench.sh
+"""
+DEFAULT_CONCURRENCY = "1,4,16,64"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_output(parser, required=True, what="the run", metavar="RUN_DIR")
+    parser.add_argument(
+        "--server", required=True, metavar="URL",
+        help="the SGLang server's http address (http://HOST:PORT)",
+    )  # fmt: skip
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--log", metavar="FILE", help="follow this log file (like tail -F)")
+    source.add_argument("--journal", metavar="UNIT", help="follow journalctl -u UNIT")
+    source.add_argument("--docker", metavar="NAME", help="follow docker logs of a container")
+    source.add_argument("--kubectl", metavar="POD", help="follow kubectl logs of a pod")
+    parser.add_argument(
+        "--from-start", action="store_true",
+        help="take the log from its beginning (the file, the container's or pod's log, the "
+        "unit's lines of this boot), so it holds the server's start and its server_args",
+    )  # fmt: skip
+    parser.add_argument(
+        "--concurrency", type=_concurrency, default=_concurrency(DEFAULT_CONCURRENCY),
+        metavar="LIST", help=f"one phase per value, in order (default {DEFAULT_CONCURRENCY})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--num-prompts", type=_positive, metavar="N",
+        help="requests per phase (default four times the concurrency, at least 16)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bench-cmd", metavar="CMD",
+        help="the benchmark of one phase instead of sglang.bench_serving; {concurrency}, "
+        "{num_prompts}, {url}, {output} (RUN_DIR/bench.jsonl) and {run_dir} are filled in",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bench-args", metavar="ARGS",
+        help='more arguments for each phase\'s benchmark ("--random-input-len 1024")',
+    )  # fmt: skip
+    parser.add_argument("--label", help="the run's label in run.toml (default from /server_info)")
+    parser.add_argument(
+        "--pause", type=float, default=5.0, metavar="SECONDS",
+        help="idle time between phases (default 5)",
+    )  # fmt: skip
+    add_quiet(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    log = next(
+        ((kind, getattr(args, kind)) for kind in ("log", "journal", "docker", "kubectl")
+         if getattr(args, kind)),
+        None,
+    )  # fmt: skip
+    if args.from_start and log is None:
+        raise ToolkitError(
+            "--from-start needs a log source (--log, --journal, --docker, --kubectl)"
+        )
+    if args.pause < 0:
+        raise ToolkitError(f"--pause must not be negative, not {args.pause}")
+    options = CaptureOptions(
+        run_dir=args.output,
+        server=args.server,
+        concurrency=args.concurrency,
+        log=log,
+        log_from_start=args.from_start,
+        bench_cmd=args.bench_cmd,
+        bench_args=args.bench_args,
+        num_prompts=args.num_prompts,
+        label=args.label,
+        pause_s=args.pause,
+    )
+
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(f"capture: {line}", file=sys.stderr, flush=True)
+
+    # Ctrl-C and SIGTERM stop the capture, even where SIGINT came in ignored (a job started
+    # in the background by a script).
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, _interrupt) for s in stops}
+    try:
+        result = capture(options, say)
+    except KeyboardInterrupt:  # before anything was started or written
+        say("interrupted before the capture started")
+        return 130
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    say(f"wrote {result.run_dir}: {', '.join(result.files)}")
+    if result.interrupted:
+        return 130
+    return 0 if result.failed is None else 1
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _concurrency(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of whole numbers: {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"each concurrency must be 1 or more: {text!r}")
+    return values
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more: {text!r}")
+    return value

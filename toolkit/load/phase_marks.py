@@ -1,0 +1,111 @@
+"""Phase files: when each benchmark run of a sweep started and ended, written as it ran.
+
+``ppscope capture`` writes ``phases.jsonl``, one JSON object per phase: ``{"phase",
+"concurrency", "num_prompts", "start", "end", "exit_code", "results", "command"}`` with local
+times of the capture host (``2025-05-25T21:40:21.123``), the clock of its GPU trace. Loaded
+with the run's ``clock_offset_s`` added, like the GPU trace, the times are on the log's clock;
+benchmark runs are then placed by them instead of by the log's own evidence.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from toolkit.errors import ParseError
+from toolkit.load.inputs import check_input, head_lines, split_lines
+from toolkit.schema.bench import PHASE_MARKS
+
+__all__ = ["PHASE_FORMAT", "is_phase_file", "load_phase_marks"]
+
+PHASE_FORMAT = "ppscope-phases"
+_KEYS = {"phase", "concurrency", "start", "end"}
+MAX_BYTES = 16 << 20
+"""A phase file holds a line per benchmark run; a larger file is something else."""
+
+
+def is_phase_file(path: Path) -> bool:
+    """True when the first non-empty line is a phase record (a JSON object with ``phase``,
+    ``concurrency``, ``start`` and ``end``)."""
+    for line in head_lines(path, n=5):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(record, dict) and set(record) >= _KEYS
+    return False
+
+
+def load_phase_marks(
+    paths: Iterable[str | Path], *, clock_offset_s: float = 0.0, strict: bool = False
+) -> pl.DataFrame:
+    """The phases of every file, in time order (schema ``PHASE_MARKS``).
+
+    A line that is no phase record (cut by a stop, edited by hand) is left out; with
+    ``strict`` it raises ``ParseError`` with its line.
+    """
+    shift = timedelta(seconds=clock_offset_s)
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        path = check_input(path)
+        if path.stat().st_size > MAX_BYTES:
+            raise ParseError(path, None, "too large for a phase file")
+        text = path.read_bytes().decode("utf-8", "replace")
+        for lineno, line in enumerate(split_lines(text), 1):
+            if not line.strip():
+                continue
+            row, reason = _row(line)
+            if row is None:
+                if strict:
+                    raise ParseError(path, lineno, reason, line)
+                continue
+            row["start"] += shift
+            row["end"] += shift
+            rows.append({"source": str(path), "lineno": lineno, **row})
+    table = pl.DataFrame(rows, schema=PHASE_MARKS, orient="row")
+    return table.sort("start", "source", "lineno")
+
+
+def _row(line: str) -> tuple[dict[str, Any] | None, str]:
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None, "not a JSON object"
+    if not isinstance(record, dict):
+        return None, "not a JSON object"
+    start, end = _time(record.get("start")), _time(record.get("end"))
+    if start is None or end is None or end < start:
+        return None, "start and end must be local times, end not before start"
+    return {
+        "phase": _whole(record.get("phase")),
+        "concurrency": _whole(record.get("concurrency")),
+        "num_prompts": _whole(record.get("num_prompts")),
+        "start": start,
+        "end": end,
+        "exit_code": _whole(record.get("exit_code")),
+        "results": _whole(record.get("results")),
+        "interrupted": record.get("interrupted") is True,
+    }, ""
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t.replace(tzinfo=None) if t.tzinfo is None else None
+
+
+def _whole(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 62:
+        return value
+    return None
