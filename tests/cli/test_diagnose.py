@@ -33,7 +33,18 @@ def test_diagnose_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
     found = doc["findings"]
     assert all(
         list(f)
-        == ["id", "severity", "run", "title", "summary", "evidence", "remedy", "impact", "basis", "phase"]
+        == [
+            "id",
+            "severity",
+            "run",
+            "title",
+            "summary",
+            "evidence",
+            "remedy",
+            "impact",
+            "basis",
+            "phase",
+        ]
         for f in found
     )
     ranks = [SEVERITIES.index(f["severity"]) for f in found]

@@ -82,7 +82,7 @@ def test_the_unexplained_overhead_is_named_with_its_ms_per_round(diagnosed: dict
 
 def test_a_cause_is_sized_at_the_load_it_hit(diagnosed: dict) -> None:
     """Several causes at once: each names the benchmark load it was sized at."""
-    expected, findings = diagnosed["pp8-several-causes"]
+    _expected, findings = diagnosed["pp8-several-causes"]
     found = _by_id(findings)
     graph = found["cuda-graph-miss"]
     assert graph.phase is not None and "at 128 concurrent requests" in graph.summary
