@@ -78,7 +78,10 @@ def vary(sc: Scenario, variation: Variation) -> Scenario:
     cost is played (``derive.played``), and a variation that takes a cause below ``HIGH`` is
     refused: it would no longer inject what ``expected.json`` says."""
     if not variation.fits(sc):
-        raise ValueError(f"variation {variation.name!r} changes nothing in {sc.name!r}")
+        raise ValueError(
+            f"variation {variation.name!r} does not apply to {sc.name!r}: it would change "
+            f"nothing there, or take an injected cause below {HIGH:.0%}"
+        )
     out = replace(variation.change(sc), variation=variation.describe())
     causes = dict(out.causes)
     if "kv-cache-pressure" in causes:
