@@ -184,9 +184,10 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("stray", "pp8-healthy-full", "decode-interval-100"): (
         "prefill-interference high (0.33, measured): analyze/phases splits phases at idle "
         "pauses between decode lines, but PP8 at c=1 with --decode-log-interval 100 logs a "
-        "decode line every ~17 s, more than the 15 s pause: phase 0 spans both runs "
-        "(09:31:46-09:33:38) and phase 1 is left unplaced, so decode windows of the c=1 run "
-        "are compared with the c=32 burst"
+        "decode line every ~16 s (100 rounds of 163 ms), more than the 15 s pause: phase 0 "
+        "(09:31:46-09:33:38) runs from the c=1 run into the c=32 one and phase 1 "
+        "(09:33:41-53) is left unplaced, so decode windows of the c=1 run are weighed against "
+        "the c=32 burst"
     ),
     ("impacts", "pp8-several-causes", "waves"): _GRAPH_REFERENCE.format(
         what="with 4 waves the KV-bound c=64 phase contributes graph lines at b=1..4 with "
@@ -196,8 +197,8 @@ KNOWN: dict[tuple[str, str, str], str] = {
         want="0.38",
     ),
     ("impacts", "pp8-several-causes", "warmup"): _GRAPH_REFERENCE.format(
-        what="the test run's single request adds b=1 graph lines whose windows straddle the "
-        "client's sleep (6.5-12 ms a step)",
+        what="the test runs' single requests add b=1 graph lines (3 lines, 6.5-12.2 ms a "
+        "step, two with no tokens in their window)",
         ratio="3.7",
         got="0.73",
         want="0.38",
@@ -243,9 +244,10 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "kv-cache-pressure is assumed at 0.98 against 0.40"
     ),
     ("causes", "pp8-several-causes", "no-bench"): (
-        "cuda-graph-miss medium (measured): without results the per-line running estimate "
-        "(analyze/occupancy, OSL assumed = ISL) feeds graph_effect's step times, and the eager "
-        "share at the chosen load falls"
+        "cuda-graph-miss medium (measured, 0.065): without results the phases have no output "
+        "length, analyze/occupancy assumes OSL = ISL, and the per-line running estimate that "
+        "graph_effect's step times rest on is off (most likely reading: the eager share at the "
+        "chosen load is right, the slowdown is not)"
     ),
     ("stray", "pp8-running-cap", "gpu-5s"): (
         "unexplained-slowdown high (0.34, measured): the busy share of a phase is the mean of "
