@@ -14,6 +14,10 @@ Usage::
 
     build("pp8-packed", tmp_path / "pp8-packed")
     dirs = build_all(tmp_path)  # name → run directory
+    build_variant("pp8-packed", "docker", tmp_path / "pp8-packed+docker")
+
+``variations`` holds the ways the same run may have been recorded (wrappers, timestamps,
+benchmark shapes, GPU trace shapes, missing files, noise): the same causes, other evidence.
 """
 
 from __future__ import annotations
@@ -23,9 +27,22 @@ from typing import Any
 
 from helpers.scenarios.family import SCENARIOS
 from helpers.scenarios.spec import Scenario
+from helpers.scenarios.variations import VARIATIONS, Variation, vary
 from helpers.scenarios.writer import expected_record, write_run
 
-__all__ = ["SCENARIOS", "Scenario", "build", "build_all", "expected", "names", "scenario"]
+__all__ = [
+    "SCENARIOS",
+    "VARIATIONS",
+    "Scenario",
+    "Variation",
+    "build",
+    "build_all",
+    "build_variant",
+    "expected",
+    "names",
+    "scenario",
+    "variant",
+]
 
 
 def names() -> list[str]:
@@ -55,3 +72,17 @@ def build_all(directory: str | Path) -> dict[str, Path]:
     """Write every scenario into ``directory/<name>``; returns name → run directory."""
     root = Path(directory)
     return {name: build(name, root / name) for name in SCENARIOS}
+
+
+def variant(name: str, variation: str) -> Scenario:
+    """The spec of scenario ``name`` recorded as ``variation`` says (``VARIATIONS``)."""
+    try:
+        v = VARIATIONS[variation]
+    except KeyError:
+        raise KeyError(f"no variation {variation!r}; known: {', '.join(VARIATIONS)}") from None
+    return vary(scenario(name), v)
+
+
+def build_variant(name: str, variation: str, directory: str | Path) -> Path:
+    """Write scenario ``name`` recorded as ``variation`` into ``directory``; returns it."""
+    return write_run(variant(name, variation), directory)

@@ -11,12 +11,14 @@ from dataclasses import replace
 
 from helpers.scenarios.machine import Layout, Machine, admit_burst
 from helpers.scenarios.spec import Cause, Scenario
+from helpers.scenarios.timeline import play
 
 __all__ = [
     "graph_miss",
     "imbalance",
     "kv_pressure",
     "overhead",
+    "played",
     "prefill_share",
     "running_cap",
     "shape",
@@ -77,7 +79,7 @@ def underfilled(sc: Scenario, phase: int, cap: int) -> Cause:
         f"{shape(fixed)}: {round_text(m, lay, fixed, la.graph_max)} → {_f(b)} tok/s; "
         f"1 − {_f(a)}/{_f(b)} = {impact:.3f}"
     )
-    return Cause(impact, text, phase)
+    return Cause(impact, text, phase, (("launch", "cap", cap),))
 
 
 def running_cap(sc: Scenario, phase: int) -> Cause:
@@ -95,7 +97,7 @@ def running_cap(sc: Scenario, phase: int) -> Cause:
         f"{round_text(m, lay, fixed, la.graph_max)} → {_f(b)} tok/s; "
         f"1 − {_f(a)}/{_f(b)} = {impact:.3f}"
     )
-    return Cause(impact, text, phase)
+    return Cause(impact, text, phase, (("launch", "mrr", None), ("launch", "mrr_resolved", 2048)))
 
 
 def graph_miss(sc: Scenario, phase: int) -> Cause:
@@ -112,7 +114,7 @@ def graph_miss(sc: Scenario, phase: int) -> Cause:
         f"with a graph for bs {b}: {round_text(m, lay, sizes, 1 << 30)}; "
         f"1 − {_f(graph)}/{_f(eager)} = {impact:.3f}"
     )
-    return Cause(impact, text, phase)
+    return Cause(impact, text, phase, (("launch", "graph_max", 1 << 12),))
 
 
 def imbalance(sc: Scenario, phase: int) -> Cause:
@@ -131,7 +133,7 @@ def imbalance(sc: Scenario, phase: int) -> Cause:
         f"1 − mean/max = {impact:.3f} ({shape(sizes)}: "
         f"{round_text(m, lay, sizes, la.graph_max)} → {_f(tok_s)} tok/s)"
     )
-    return Cause(impact, text, phase)
+    return Cause(impact, text, phase, (("launch", "partition", None),))
 
 
 def prefill_share(sc: Scenario, phase: int) -> Cause:
@@ -171,7 +173,7 @@ def overhead(sc: Scenario, phase: int) -> Cause:
         f"{round_text(m, lay, sizes, la.graph_max)} → {_f(a)} tok/s; "
         f"1 − {_f(a)}/{_f(b)} = {impact:.3f}"
     )
-    return Cause(impact, text, phase)
+    return Cause(impact, text, phase, (("machine", "o", 0.0),))
 
 
 def kv_pressure(
@@ -188,4 +190,31 @@ def kv_pressure(
         f"phase {_f(tok_s)} tok/s; with a pool of {pool} ({ph.c} × {full}): "
         f"{_f(ample_tok_s)} tok/s; 1 − {_f(tok_s)}/{_f(ample_tok_s)} = {impact:.3f}"
     )
-    return Cause(impact, text, phase)
+    return Cause(impact, text, phase, (("launch", "pool", max(pool, la.pool)),))
+
+
+def played(sc: Scenario, name: str, cause: Cause) -> Cause:
+    """``cause`` sized by playing its phase round by round: the benchmark's output throughput
+    as the run was, against the same run with the cause's ``fix`` (a prefill stall, which has
+    no flag, is the share of the phase spent in prefill passes). For runs the hand
+    derivation does not describe exactly (lengths drawn at random)."""
+    run = play(sc).phases[cause.phase]
+    ph = run.phase
+    if not cause.fix:
+        impact = round(run.prefill_ms / run.duration_ms, 3)
+        text = (
+            f"played, c={ph.c}: prefill passes take {run.prefill_ms / 1000:.2f} s of the "
+            f"phase's {run.duration_ms / 1000:.2f} s with no decode step running: {impact:.3f}"
+        )
+        return replace(cause, impact=impact, derivation=text)
+    launch = {k: v for part, k, v in cause.fix if part == "launch"}
+    machine = {k: v for part, k, v in cause.fix if part == "machine"}
+    fixed = replace(sc, launch=replace(sc.launch, **launch), machine=replace(sc.machine, **machine))
+    a, b = run.tok_s, play(fixed).phases[cause.phase].tok_s
+    impact = round(1 - a / b, 3)
+    change = ", ".join(f"{k}={v}" for _, k, v in cause.fix)
+    text = (
+        f"played, c={ph.c} ({name}): phase {_f(a)} tok/s; with {change}: {_f(b)} tok/s; "
+        f"1 − {_f(a)}/{_f(b)} = {impact:.3f}"
+    )
+    return replace(cause, impact=impact, derivation=text)

@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 __all__ = [
+    "NOISE",
+    "WRAPPERS",
     "V",
     "access_line",
     "batch_line",
@@ -24,6 +26,7 @@ __all__ = [
     "retract_line",
     "server_args_line",
     "stamp",
+    "wrap",
 ]
 
 V = tuple[int, ...]
@@ -54,6 +57,61 @@ def journald(epoch: datetime, t_ms: float, host: str, pid: int, line: str) -> st
     """``journalctl -o short``: ``May  5 21:40:21 host python3[pid]: line``."""
     when = epoch + timedelta(milliseconds=t_ms)
     return f"{when:%b} {when.day:>2} {when:%H:%M:%S} {host} python3[{pid}]: {line}"
+
+
+def _nanos(when: datetime, salt: int) -> str:
+    """Nine fraction digits: the microseconds of ``when`` plus a few ns a wrapper adds."""
+    return f"{when.microsecond:06d}{salt % 1000:03d}"
+
+
+def _rfc3339(when: datetime, salt: int, zone: str, trim: bool) -> str:
+    """``2026-05-12T09:31:32.123456789Z``; Go's RFC3339Nano (``trim``) drops trailing zeros."""
+    frac = _nanos(when, salt)
+    if trim:
+        frac = frac.rstrip("0")
+    return f"{when:%Y-%m-%dT%H:%M:%S}" + (f".{frac}" if frac else "") + zone
+
+
+WRAPPERS: dict[str, str] = {
+    "plain": "the line as SGLang wrote it (stderr redirected to a file)",
+    "journald": "journalctl -o short: `May 12 09:31:32 host python3[pid]: line`",
+    "journald-iso": "journalctl -o short-iso: `2026-05-12T09:31:32+0000 host python3[pid]: line`",
+    "docker": "docker logs --timestamps: `2026-05-12T09:31:32.123456789Z line` (9 digits, UTC)",
+    "kubectl": "kubectl logs --timestamps: RFC3339Nano, trailing zeros of the fraction dropped",
+    "cri": "the node's CRI log file: `2026-05-12T11:31:32.1234567+02:00 stderr F line`, host "
+    "clock on UTC+2 while SGLang inside the container logs UTC",
+    "python-logger": "a parent Python logger: `2026-05-12 09:31:32,531 - __main__ - INFO - line`",
+    "compose": "docker compose logs: `sglang-1  | line`",
+}
+"""Wrapper name → what it puts in front of every line (``sglang-log-formats.md`` §1.4)."""
+
+CRI_ZONE_H = 2  # the CRI wrapper's host clock is this many hours ahead of the log's UTC
+
+
+def wrap(
+    wrapper: str, when: datetime, host: str, pid: int, line: str, stream: str = "stderr"
+) -> str:
+    """``line`` as ``wrapper`` writes it; ``when`` is the time the process wrote it (the log's
+    clock), ``stream`` stdout (uvicorn access lines) or stderr (everything else)."""
+    salt = pid * 7919 + len(line)
+    if wrapper == "plain":
+        return line
+    if wrapper == "journald":
+        return f"{when:%b} {when.day:>2} {when:%H:%M:%S} {host} python3[{pid}]: {line}"
+    if wrapper == "journald-iso":
+        return f"{when:%Y-%m-%dT%H:%M:%S}+0000 {host} python3[{pid}]: {line}"
+    if wrapper == "docker":
+        return f"{_rfc3339(when, salt, 'Z', trim=False)} {line}"
+    if wrapper == "kubectl":
+        return f"{_rfc3339(when, salt, 'Z', trim=True)} {line}"
+    if wrapper == "cri":
+        local = when + timedelta(hours=CRI_ZONE_H)
+        return f"{_rfc3339(local, salt, f'+{CRI_ZONE_H:02d}:00', trim=True)} {stream} F {line}"
+    if wrapper == "python-logger":
+        return f"{when:%Y-%m-%d %H:%M:%S},{when.microsecond // 1000:03d} - __main__ - INFO - {line}"
+    if wrapper == "compose":
+        return f"sglang-1  | {line}"
+    raise KeyError(f"no wrapper {wrapper!r}; known: {', '.join(WRAPPERS)}")
 
 
 def graph_sizes(v: V, max_bs: int) -> list[int]:
@@ -109,8 +167,55 @@ def retract_line(f: dict[str, Any]) -> str:
     )
 
 
-def access_line(port: int, path: str = "/v1/completions", method: str = "POST") -> str:
-    return f'INFO:     127.0.0.1:{port} - "{method} {path} HTTP/1.1" 200 OK'
+def access_line(
+    port: int,
+    path: str = "/v1/completions",
+    method: str = "POST",
+    status: str = "200 OK",
+    client: str = "127.0.0.1",
+) -> str:
+    return f'INFO:     {client}:{port} - "{method} {path} HTTP/1.1" {status}'
+
+
+# -- noise: lines a real server log holds that say nothing about the scheduler -----------------
+
+NOISE: dict[str, str] = {
+    "http": "a liveness probe (`GET /health`) every 5 s, `GET /v1/models` from a gateway, and "
+    "a few `400 Bad Request` answers to malformed requests from another client",
+    "traceback": "an unrelated request's `Exception in ASGI application` traceback (lines "
+    "without a prefix), transformers and tokenizer warnings, a tqdm bar glued to a line",
+    "interleave": "each process writes through its own pipe: lines of different ranks land a "
+    "few ms out of order (each process's own lines stay in order)",
+}
+"""Noise name → what it adds to the log."""
+
+TRACEBACK = (
+    "ERROR:    Exception in ASGI application",
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/dist-packages/uvicorn/protocols/http/httptools_impl.py",'
+    " line 409, in run_asgi",
+    "    result = await app(  # type: ignore[func-returns-value]",
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/entrypoints/http_server.py",'
+    " line 1187, in openai_v1_chat_completions",
+    "    request = ChatCompletionRequest(**(await raw_request.json()))",
+    '  File "/usr/local/lib/python3.12/dist-packages/starlette/requests.py", line 252, in json',
+    "    self._json = json.loads(body)",
+    '  File "/usr/lib/python3.12/json/decoder.py", line 355, in raw_decode',
+    '    raise JSONDecodeError("Expecting value", s, err.value) from None',
+    "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
+)
+"""An unrelated request's traceback: only the first line carries SGLang's prefix."""
+
+WARNINGS = (
+    "Token indices sequence length is longer than the specified maximum sequence length for "
+    "this model (140211 > 131072). Running this sequence through the model will result in "
+    "indexing errors",
+    "/usr/local/lib/python3.12/dist-packages/transformers/tokenization_utils_base.py:1601: "
+    "FutureWarning: `clean_up_tokenization_spaces` was not set. It will be set to `True` by "
+    "default.",
+    "  warnings.warn(",
+)
+"""Warnings Python and transformers print on stderr, without a prefix."""
 
 
 # -- server_args --------------------------------------------------------------------------------
@@ -143,6 +248,7 @@ def server_args_fields(
     dist_init_addr: str | None,
     attention_backend: str,
     seed: int,
+    decode_log_interval: int = 40,
 ) -> list[tuple[str, Any]]:
     """The fields of a ServerArgs dump in class order, as resolved at start-up."""
     graphs = graph_sizes(v, graph_max) if graph_max else []
@@ -193,7 +299,7 @@ def server_args_fields(
         ("log_requests", False),
         ("show_time_cost", False),
         ("enable_metrics", False),
-        ("decode_log_interval", 40),
+        ("decode_log_interval", decode_log_interval),
         ("api_key", None),
         ("file_storage_path", "sglang_storage"),
         ("enable_cache_report", False),

@@ -91,6 +91,9 @@ class Cause:
     impact: float
     derivation: str
     phase: int  # index of the phase the impact is computed on
+    # What removes the cause: ("launch" | "machine", field, value) replacements of the spec
+    # (``derive.played`` plays the phase with them); empty for a cost that is a share of time.
+    fix: tuple[tuple[str, str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,22 @@ class Scenario:
     start: str = "2026-05-12 09:30:00"  # the launch's wall clock
     hosts: tuple[str, ...] = ("gpu-node-1",)
     gap_s: float = 15.0  # idle time between benchmark phases
+    # -- how the run was recorded (``variations`` sets these; the defaults are the family's) --
+    wrapper: str | None = None  # line wrapper (``formats.WRAPPERS``); None: journald or plain
+    decode_log_interval: int = 40  # --decode-log-interval
+    range_ratio: float = 1.0  # bench_serving --random-range-ratio: lengths in [r·len, len]
+    warmup: int = 0  # > 0: a test run of one request, min(OSL, warmup) tokens, before each phase
+    api_path: str = "/v1/completions"  # what the benchmark requests
+    gpu_format: str = "smi"  # "smi" (--query-gpu CSV), "smi-dmon", "dcgmi"
+    # The span a utilization sample averages: None, the polling interval (the family's
+    # traces); nvidia-smi's own counter averages the last 1/6–1 s whatever the interval.
+    util_window_ms: int | None = None
+    gpu_clock_offset_s: float = 0.0  # the GPU trace's clock minus the log's
+    declared_offset_s: float = 0.0  # run.toml ``clock_offset_s``
+    bench_format: str = "jsonl"  # "jsonl" (--output-file) or "stdout" (the printed blocks)
+    omit: frozenset[str] = frozenset()  # files or lines not kept (``variations.OMITTABLE``)
+    noise: tuple[str, ...] = ()  # unrelated lines mixed in (``formats.NOISE``)
+    variation: dict[str, Any] | None = None  # the variation applied (expected.json)
 
     @property
     def version_tuple(self) -> tuple[int, ...]:

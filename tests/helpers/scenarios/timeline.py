@@ -10,7 +10,11 @@ scenario name) so that logs are not flat. What the log, the benchmark and the GP
 is read off this one clock.
 
 The client is ``sglang.bench_serving --max-concurrency c``: ``c`` requests at once, each
-finished request replaced by the next until ``num_prompts`` are done. A request's first token
+finished request replaced by the next until ``num_prompts`` are done. With
+``--random-range-ratio r < 1`` (``Scenario.range_ratio``) each request's ISL and OSL are drawn
+uniformly from ``[max(int(r·len), 1), len]``, as ``bench_serving`` does; with ``Scenario.warmup``
+each phase is preceded by its single-request test run (``min(OSL, warmup)`` tokens, not in the
+results) and the client's 1 s sleep. A request's first token
 comes from its prefill pass, then one token per decode step of its slot. ``#token`` counts
 ``ISL + generated`` per running request plus the prompt tokens of a request split so far.
 
@@ -34,10 +38,11 @@ from helpers.scenarios.spec import Phase, Scenario
 
 __all__ = ["Event", "PhaseRun", "Request", "Segment", "Timeline", "play"]
 
-DECODE_LOG_INTERVAL = 40
+DECODE_LOG_INTERVAL = 40  # SGLang's default; ``Scenario.decode_log_interval`` sets it
 RATIO_INIT, RATIO_MIN, RATIO_DECAY, RETRACT_STEPS = 0.7, 0.1, 0.001, 20
 JITTER = 0.03
 WARMUP_STEPS = 7  # the server's own warm-up request before it reports ready
+CLIENT_SLEEP_MS = 1000.0  # bench_serving sleeps this long after its test run
 MERGE_MS = 50.0  # GPU busy is kept at this resolution (nvidia-smi samples ≥ 100 ms)
 
 
@@ -163,6 +168,8 @@ class _Server:
         self.tl = Timeline()
         self.rounds: dict[tuple[int, ...], tuple[float, list[float]]] = {}
         self.rng = random.Random(sc.name)
+        self.lengths = random.Random(f"{sc.name}/lengths")  # only drawn from when r < 1
+        self.interval = sc.decode_log_interval
         self.port = 40000 + sum(map(ord, sc.name)) * 7 % 20000
 
     # -- state -----------------------------------------------------------------------------
@@ -206,9 +213,16 @@ class _Server:
         r.slot.remove(r)
 
     # -- requests --------------------------------------------------------------------------
-    def send(self, run: PhaseRun, t: float) -> None:
-        ph = run.phase
-        r = Request(ph.isl, ph.osl, t)
+    def send(self, run: PhaseRun, t: float, exact: bool = False) -> None:
+        """The client sends the phase's next request; ``exact``: at the phase's own lengths
+        (the test run repeats one prompt, whatever the range ratio)."""
+        ph, ratio = run.phase, self.sc.range_ratio
+        if ratio < 1.0 and not exact:
+            isl = self.lengths.randint(max(int(ph.isl * ratio), 1), ph.isl)
+            osl = self.lengths.randint(max(int(ph.osl * ratio), 2), ph.osl)
+        else:
+            isl, osl = ph.isl, ph.osl
+        r = Request(isl, osl, t)
         run.requests.append(r)
         self.queue.append(r)
         self.port = 32768 + (self.port * 1103 + 12345) % 28000
@@ -353,7 +367,7 @@ class _Server:
             run.decode_steps += 1
             run.eager_steps += n > self.graph_max
             used = self.used()
-            if self.forward_ct % DECODE_LOG_INTERVAL == 0:
+            if self.forward_ct % self.interval == 0:
                 self.emit(
                     at,
                     "decode",
@@ -374,10 +388,12 @@ class _Server:
                 self.send(run, r.finish)
         return t + big
 
-    def phase(self, ph: Phase, start: float) -> PhaseRun:
+    def phase(self, ph: Phase, start: float, lengths: bool = True) -> PhaseRun:
+        """Play one phase from ``start``; ``lengths=False`` sends its lengths as they are
+        (the test run repeats the first prompt, whatever the range ratio)."""
         run = PhaseRun(ph, start)
         for _ in range(min(ph.c, ph.num_prompts)):
-            self.send(run, start)
+            self.send(run, start, exact=not lengths)
         now = start
         while run.finished < ph.num_prompts:
             end = self.round(run, now)
@@ -393,7 +409,18 @@ def play(sc: Scenario) -> Timeline:
 
     Deterministic, so it is computed once per scenario spec (treat the result as read-only).
     """
-    key = (sc.name, sc.version, sc.model, sc.launch, sc.machine, sc.phases, sc.gap_s)
+    key = (
+        sc.name,
+        sc.version,
+        sc.model,
+        sc.launch,
+        sc.machine,
+        sc.phases,
+        sc.gap_s,
+        sc.decode_log_interval,
+        sc.range_ratio,
+        sc.warmup,
+    )
     if key not in _PLAYED:
         _PLAYED[key] = _play(sc)
     return _PLAYED[key]
@@ -406,6 +433,9 @@ def _play(sc: Scenario) -> Timeline:
     server = _Server(sc, sc.layout)
     now = 1000.0 * sc.gap_s
     for ph in sc.phases:
+        if sc.warmup:  # the test run: one request, then the client sleeps
+            test = Phase(1, 1, ph.isl, min(ph.osl, sc.warmup))
+            now = server.phase(test, now, lengths=False).end + CLIENT_SLEEP_MS
         run = server.phase(ph, now)
         server.tl.phases.append(run)
         now = math.ceil((run.end + 1000.0 * sc.gap_s) / 1000.0) * 1000.0

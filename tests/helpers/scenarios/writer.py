@@ -3,6 +3,11 @@
 Files: ``server.log`` (one per node, ``server-node{n}.log``, for a multi-node launch),
 ``bench.jsonl`` (one ``sglang.bench_serving`` result per phase), ``gpu.csv`` (nvidia-smi
 ``--query-gpu`` CSV; one per node), ``run.toml`` and ``expected.json``.
+
+How the run was recorded is the scenario's too (``Scenario.wrapper``, ``gpu_format``,
+``bench_format``, ``omit``, ``noise``...; ``variations`` sets them): a dcgmi trace is
+``gpu.dcgmi`` (``gpu-node{n}.dcgmi``), an nvidia-smi dmon trace ``gpu.dmon``, the printed
+benchmark blocks ``bench.log``. The defaults write the family's files byte for byte.
 """
 
 from __future__ import annotations
@@ -18,14 +23,25 @@ from pathlib import Path
 from typing import Any
 
 from helpers.scenarios import formats as fmt
+from helpers.scenarios import recorders
 from helpers.scenarios.machine import admit_burst
 from helpers.scenarios.spec import Scenario
 from helpers.scenarios.timeline import PhaseRun, Segment, Timeline, play
 
-__all__ = ["expected_record", "write_run"]
+__all__ = ["OMITTABLE", "expected_record", "write_run"]
 
 GB = 1024**3
 STAGGER_MS = 1.7  # a stage logs the same micro-batch this much after the one before it
+PIPE_MS = 6.0  # with "interleave" noise a line reaches the file up to this much late
+
+OMITTABLE: dict[str, str] = {
+    "run.toml": "no run.toml: the layout only from the log's ServerArgs dump",
+    "server_args": "no `server_args=` line: the layout only from run.toml's command",
+    "bench": "no benchmark results",
+    "gpu": "no GPU trace",
+    "access": "no uvicorn access lines (stdout captured apart from stderr)",
+}
+"""What ``Scenario.omit`` may name → what the run then lacks."""
 
 
 class _Log:
@@ -35,22 +51,48 @@ class _Log:
         self.sc, self.node, self.host = sc, node, host
         self.epoch = datetime.fromisoformat(sc.start)
         self.v = sc.version_tuple
-        self.rows: list[tuple[float, int, str]] = []
+        self.wrapper = sc.wrapper or ("journald" if sc.journald else "plain")
+        self.rows: list[tuple[float, int, str, int]] = []
         self.main_pid = 41000 + 977 * node + sum(map(ord, sc.name)) % 500
 
     def pid(self, rank: int | None) -> int:
         return self.main_pid if rank is None else self.main_pid + 64 + rank
 
-    def add(self, t: float, text: str, rank: int | None = None, tag: str | None = None) -> None:
+    def add(
+        self,
+        t: float,
+        text: str,
+        rank: int | None = None,
+        tag: str | None = None,
+        stream: str = "stderr",
+        glue: str = "",
+    ) -> None:
+        """A line written at ``t`` by the process of ``rank`` (None: the main process);
+        ``tag`` None writes it without SGLang's prefix; ``glue`` is text a tqdm bar left in
+        front of it on the same stream."""
         ms = self.sc.log_ms and self.v >= (0, 5, 9)
         line = text if tag is None else f"[{fmt.stamp(self.epoch, t, ms)}{tag}] {text}"
-        if self.sc.journald:
-            line = fmt.journald(self.epoch, t, self.host, self.pid(rank), line)
-        self.rows.append((t, len(self.rows), line))
+        when = self.epoch + timedelta(milliseconds=t)
+        pid = self.pid(rank)
+        line = fmt.wrap(self.wrapper, when, self.host, pid, glue + line, stream)
+        self.rows.append((t, len(self.rows), line, pid))
 
     def text(self) -> str:
+        if "interleave" in self.sc.noise:
+            self._interleave()
         self.rows.sort()
-        return "".join(line + "\n" for _, _, line in self.rows)
+        return "".join(line + "\n" for _, _, line, _ in self.rows)
+
+    def _interleave(self) -> None:
+        """Each process's lines reach the file up to ``PIPE_MS`` late, in their own order."""
+        rng = random.Random(f"{self.sc.name}/{self.node}/pipes")
+        last: dict[int, float] = {}
+        rows = []
+        for t, n, line, pid in sorted(self.rows):
+            key = max(t + rng.uniform(0.0, PIPE_MS), last.get(pid, -math.inf) + 1e-6)
+            last[pid] = key
+            rows.append((key, n, line, pid))
+        self.rows = rows
 
 
 class _Ranks:
@@ -99,6 +141,8 @@ def _command(sc: Scenario, node_rank: int = 0) -> str:
         parts.append(f"--cuda-graph-max-bs {la.graph_max}")
     for flag, val in la.flags:
         parts.append(flag if val is None else f"{flag} {val}")
+    if sc.decode_log_interval != 40:
+        parts.append(f"--decode-log-interval {sc.decode_log_interval}")
     if la.nnodes > 1:
         parts += [f"--nnodes {la.nnodes}", f"--node-rank {node_rank}"]
         parts.append("--dist-init-addr 10.20.0.11:50000")
@@ -126,6 +170,7 @@ def _server_args(sc: Scenario, node_rank: int) -> list[tuple[str, Any]]:
         dist_init_addr="10.20.0.11:50000" if la.nnodes > 1 else None,
         attention_backend="fa3" if "H100" in sc.hardware.gpu_name else "flashinfer",
         seed=sum(map(ord, sc.name)) * 7919 % 1_000_000_007,
+        decode_log_interval=sc.decode_log_interval,
     )
 
 
@@ -173,7 +218,8 @@ def _startup(sc: Scenario, logs: list[_Log], ranks: _Ranks) -> float:
     for node, log in enumerate(logs):
         if lay.pp > 1:
             log.add(0.0, "Pipeline parallelism is incompatible with overlap schedule.", tag="")
-        log.add(1.0, fmt.server_args_line(v, _server_args(sc, node)), tag="")
+        if "server_args" not in sc.omit:
+            log.add(1.0, fmt.server_args_line(v, _server_args(sc, node)), tag="")
         for i, s, r, tag in ranks.all(node):
             mem = _memory(sc, s)
             d = 13.0 * i
@@ -192,6 +238,13 @@ def _startup(sc: Scenario, logs: list[_Log], ranks: _Ranks) -> float:
                 log.add(5200 + d, f"Init torch distributed ends. mem usage={used:.2f} GB", i, tag)
             log.add(6000 + d, f"Load weight begin. avail mem={mem['start']:.2f} GB", i, tag)
             t = 6000 + load_ms + 310.0 * i
+            glue = ""
+            if "traceback" in sc.noise and i == 0:  # the loading bar, glued to the next line
+                shards = max(int(mo.weights_gb // 5), 1)
+                glue = (
+                    f"Loading safetensors checkpoint shards: 100% Completed | {shards}/{shards} "
+                    f"[00:{load_ms / 1000 % 60:02.0f}<00:00,  {load_ms / 1000 / shards:.2f}s/it]"
+                )
             if v <= (0, 5, 5):
                 text = (
                     f"Load weight end. type={mo.arch}, dtype={mo.dtype}, "
@@ -202,7 +255,7 @@ def _startup(sc: Scenario, logs: list[_Log], ranks: _Ranks) -> float:
                     f"Load weight end. elapsed={(t - 6000 - d) / 1000:.2f} s, type={mo.arch}, "
                     f"avail mem={mem['after_load']:.2f} GB, mem usage={mem['weights']:.2f} GB."
                 )
-            log.add(t, text, i, tag)
+            log.add(t, text, i, tag, glue=glue)
             kv = mem["kv"]
             if mo.mla:
                 sizes_txt = f"KV size: {kv:.2f} GB"
@@ -279,8 +332,9 @@ def _startup(sc: Scenario, logs: list[_Log], ranks: _Ranks) -> float:
     for k, text in enumerate(up):
         main.add(t + k, text, tag="")
     t += 1000
-    main.add(t, fmt.access_line(40118, "/get_model_info", "GET"), tag="")
-    main.add(t + 20, fmt.access_line(40122, "/generate"), tag="")
+    if "access" not in sc.omit:
+        main.add(t, fmt.access_line(40118, "/get_model_info", "GET"), tag="", stream="stdout")
+        main.add(t + 20, fmt.access_line(40122, "/generate"), tag="", stream="stdout")
     for node, log in enumerate(logs):
         for i, s, tag in ranks.loggers(node):
             fields = {
@@ -305,7 +359,9 @@ def _events(sc: Scenario, tl: Timeline, logs: list[_Log], ranks: _Ranks, ready: 
     for ev in tl.events:
         t = ready + ev.t
         if ev.kind == "access":
-            main.add(t, fmt.access_line(ev.fields["port"]), tag="")
+            if "access" not in sc.omit:
+                line = fmt.access_line(ev.fields["port"], sc.api_path)
+                main.add(t, line, tag="", stream="stdout")
             continue
         for node, log in enumerate(logs):
             if ev.kind == "retract":
@@ -314,6 +370,39 @@ def _events(sc: Scenario, tl: Timeline, logs: list[_Log], ranks: _Ranks, ready: 
                 continue
             for i, s, tag in ranks.loggers(node):
                 log.add(t + STAGGER_MS * s, fmt.batch_line(v, ev.kind, ev.fields), i, tag)
+
+
+def _noise(sc: Scenario, tl: Timeline, logs: list[_Log], ready: float) -> None:
+    """Lines a real log holds that say nothing about the scheduler (``formats.NOISE``)."""
+    main = logs[0]
+    end = ready + tl.phases[-1].end + 5000
+    mid = [ready + (run.start + run.end) / 2 for run in tl.phases]
+    if "http" in sc.noise:
+        probe = 0
+        for k, t in enumerate(range(int(ready) + 2500, int(end), 5000)):
+            line = fmt.access_line(49310 + k % 90, "/health", "GET", client="10.42.0.1")
+            main.add(t, line, tag="", stream="stdout")
+            if k % 12 == 5:
+                probe += 1
+                line = fmt.access_line(50211 + probe, "/v1/models", "GET", client="10.42.7.3")
+                main.add(t + 37, line, tag="", stream="stdout")
+        for n, t in enumerate((mid[0], mid[-1], mid[-1] + 900)):
+            line = fmt.access_line(
+                51822 + n, "/v1/chat/completions", status="400 Bad Request", client="10.42.3.17"
+            )
+            main.add(t + 11, line, tag="", stream="stdout")
+    if "traceback" in sc.noise:
+        main.add(ready + 1500, fmt.WARNINGS[1])
+        main.add(ready + 1500, fmt.WARNINGS[2])
+        main.add(mid[0] + 5, fmt.WARNINGS[0])
+        t = mid[-1] + 433
+        line = fmt.access_line(
+            51907, "/v1/chat/completions", status="500 Internal Server Error", client="10.42.3.17"
+        )
+        main.add(t, line, tag="", stream="stdout")
+        main.add(t + 1, fmt.TRACEBACK[0], tag="")
+        for text in fmt.TRACEBACK[1:]:
+            main.add(t + 1, text)
 
 
 # -- the benchmark -----------------------------------------------------------------------------
@@ -387,7 +476,7 @@ def bench_record(sc: Scenario, run: PhaseRun) -> dict[str, Any]:
         "sharegpt_output_len": None,
         "random_input_len": ph.isl,
         "random_output_len": ph.osl,
-        "random_range_ratio": 1.0,
+        "random_range_ratio": sc.range_ratio,
         "duration": dur,
         "completed": n,
         "total_input_tokens": in_tokens,
@@ -422,13 +511,16 @@ def bench_record(sc: Scenario, run: PhaseRun) -> dict[str, Any]:
 # -- the GPU trace -------------------------------------------------------------------------------
 
 
-def _gpu_csv(sc: Scenario, tl: Timeline, node: int, ready: float) -> str:
-    """nvidia-smi --query-gpu=timestamp,index,name[,uuid],utilization.gpu,memory.used,power.draw."""
+def _gpu_samples(
+    sc: Scenario, tl: Timeline, node: int, ready: float
+) -> tuple[list[recorders.Gpu], list[recorders.Sample]]:
+    """The GPUs of one node and their samples: busy share and power per polling round, the
+    round's time on the trace's clock (``gpu_clock_offset_s`` ahead of the log's)."""
     lay, hw = sc.layout, sc.hardware
-    epoch = datetime.fromisoformat(sc.start)
     rng = random.Random(f"{sc.name}/{node}")
     segs = [Segment(ready + g.t0, ready + g.t1, g.busy) for g in tl.segments]
     step = sc.gpu_interval_ms
+    window = sc.util_window_ms or step  # what one sample averages
     t0 = math.floor((ready + tl.phases[0].start - 12_000) / 1000) * 1000 + 137.0
     t_end = ready + tl.phases[-1].end + 6000
     per_node = lay.pp // lay.nnodes if lay.pp > 1 else 1
@@ -439,14 +531,12 @@ def _gpu_csv(sc: Scenario, tl: Timeline, node: int, ready: float) -> str:
             continue
         mem = _memory(sc, stage)["used_mib"] + rng.uniform(-40, 40)
         uuid = "GPU-" + "-".join(f"{rng.getrandbits(b):0{b // 4}x}" for b in (32, 16, 16, 16, 48))
-        gpus.append((g, stage, int(mem), uuid))
-    multi = lay.nnodes > 1
-    head = "timestamp, index, name, " + ("uuid, " if multi else "")
-    lines = [head + "utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+        gpus.append(recorders.Gpu(g, stage, int(mem), uuid))
+    samples = []
     k = 0
     t = t0
     while t <= t_end:
-        lo, hi = t - step, t
+        lo, hi = t - window, t
         while k < len(segs) and segs[k].t1 <= lo:
             k += 1
         busy = [0.0] * lay.pp
@@ -456,20 +546,48 @@ def _gpu_csv(sc: Scenario, tl: Timeline, node: int, ready: float) -> str:
             overlap = min(seg.t1, hi) - max(seg.t0, lo)
             if overlap > 0:
                 for s in range(lay.pp):
-                    busy[s] += overlap * seg.busy[s] / step
+                    busy[s] += overlap * seg.busy[s] / window
             j += 1
-        when = epoch + timedelta(milliseconds=t)
-        stamp, ms = when.strftime("%Y/%m/%d %H:%M:%S."), when.microsecond // 1000
-        for n, (g, stage, mem, uuid) in enumerate(gpus):
-            b = min(busy[stage], 1.0)
-            util = round(100 * b)
+        values = []
+        for gpu in gpus:
+            b = min(busy[gpu.stage], 1.0)
             power = hw.idle_w + (hw.tdp_w - hw.idle_w) * (0.2 + 0.6 * b if b > 0.005 else 0.0)
             power += rng.uniform(-3, 3)
-            ts = f"{stamp}{ms + n // 3:03d}"  # rows of one sample a few ms apart
-            cells = [ts, str(g), hw.gpu_name] + ([uuid] if multi else [])
-            cells += [f"{util} %", f"{mem} MiB", f"{power:.2f} W"]
-            lines.append(", ".join(cells))
+            values.append((b, power))
+        samples.append(recorders.Sample(t + 1000.0 * sc.gpu_clock_offset_s, tuple(values)))
         t += step
+    return gpus, samples
+
+
+def _gpu_trace(sc: Scenario, tl: Timeline, node: int, ready: float) -> str:
+    """One node's GPU trace in the scenario's shape (``recorders.GPU_FORMATS``)."""
+    gpus, samples = _gpu_samples(sc, tl, node, ready)
+    epoch = datetime.fromisoformat(sc.start)
+    multi = sc.layout.nnodes > 1
+    return recorders.gpu_text(sc.gpu_format, epoch, gpus, samples, sc.hardware.gpu_name, multi)
+
+
+def _bench_text(sc: Scenario, tl: Timeline) -> str:
+    """What ``bench_serving`` prints for each phase (``bench_format = "stdout"``)."""
+    lines = []
+    for run in tl.phases:
+        rec = bench_record(sc, run)
+        ph = run.phase
+        lines += [
+            f"benchmark_args=Namespace(backend='sglang-oai', base_url=None, host='0.0.0.0', "
+            f"port=30000, dataset_name='random', num_prompts={ph.num_prompts}, "
+            f"random_input_len={ph.isl}, random_output_len={ph.osl}, "
+            f"random_range_ratio={sc.range_ratio}, request_rate=inf, "
+            f"max_concurrency={ph.c}, output_file=None, seed=1)",
+            f"#Input tokens: {rec['total_input_tokens']}",
+            f"#Output tokens: {rec['total_output_tokens']}",
+            "Starting initial single prompt test run...",
+            "Initial test run completed. Starting main benchmark run...",
+            f"100%|██████████| {ph.num_prompts}/{ph.num_prompts} "
+            f"[{int(run.duration_ms // 60000):02d}:{int(run.duration_ms / 1000 % 60):02d}<00:00,"
+            f"  {run.duration_ms / 1000 / ph.num_prompts:.2f}s/it]",
+            *recorders.bench_block(sc.version_tuple, rec),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -491,10 +609,12 @@ def _run_toml(sc: Scenario) -> str:
         f"command = {_toml_str(_command(sc))}",
         f"hardware = {_toml_str(sc.hardware_label)}",
         f"interconnect = {_toml_str(sc.hardware.interconnect)}",
-        "clock_offset_s = 0.0",
+        f"clock_offset_s = {sc.declared_offset_s:.1f}",
         "synthetic = true",
         f"notes = {_toml_str(notes)}",
     ]
+    if sc.gpu_format == "dcgmi":  # a trace without timestamps needs its sampling period
+        rows += ["", "[gpu_trace]", f"interval_s = {sc.gpu_interval_ms / 1000:g}"]
     return "\n".join(rows) + "\n"
 
 
@@ -545,7 +665,7 @@ def expected_record(sc: Scenario, tl: Timeline | None = None) -> dict[str, Any]:
             "queue_at_decode_max": max(r["queue_at_decode"] for r in phases),
             "eager_share_max": max(r["eager_share"] for r in phases),
         }
-    return {
+    out = {
         "scenario": sc.name,
         "healthy": sc.healthy,
         "injected": sorted(sc.causes),
@@ -564,6 +684,9 @@ def expected_record(sc: Scenario, tl: Timeline | None = None) -> dict[str, Any]:
         "machine_ms": asdict(m),
         "phases": phases,
     }
+    if sc.variation is not None:
+        out["variation"] = sc.variation
+    return out
 
 
 def write_run(sc: Scenario, directory: str | Path) -> Path:
@@ -576,14 +699,21 @@ def write_run(sc: Scenario, directory: str | Path) -> Path:
     ready = _startup(sc, logs, ranks)
     tl = play(sc)
     _events(sc, tl, logs, ranks, ready)
+    _noise(sc, tl, logs, ready)
+    ext = {"smi": "csv", "smi-dmon": "dmon", "dcgmi": "dcgmi"}[sc.gpu_format]
     for n, log in enumerate(logs):
         name = "server.log" if nodes == 1 else f"server-node{n}.log"
         (out / name).write_text(log.text(), encoding="utf-8")
-        csv = "gpu.csv" if nodes == 1 else f"gpu-node{n}.csv"
-        (out / csv).write_text(_gpu_csv(sc, tl, n, ready), encoding="utf-8")
-    bench = "".join(json.dumps(bench_record(sc, run)) + "\n" for run in tl.phases)
-    (out / "bench.jsonl").write_text(bench, encoding="utf-8")
-    (out / "run.toml").write_text(_run_toml(sc), encoding="utf-8")
+        if "gpu" not in sc.omit:
+            trace = f"gpu.{ext}" if nodes == 1 else f"gpu-node{n}.{ext}"
+            (out / trace).write_text(_gpu_trace(sc, tl, n, ready), encoding="utf-8")
+    if "bench" not in sc.omit and sc.bench_format == "jsonl":
+        bench = "".join(json.dumps(bench_record(sc, run)) + "\n" for run in tl.phases)
+        (out / "bench.jsonl").write_text(bench, encoding="utf-8")
+    elif "bench" not in sc.omit:
+        (out / "bench.log").write_text(_bench_text(sc, tl), encoding="utf-8")
+    if "run.toml" not in sc.omit:
+        (out / "run.toml").write_text(_run_toml(sc), encoding="utf-8")
     record = expected_record(sc, tl)
     (out / "expected.json").write_text(
         json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
