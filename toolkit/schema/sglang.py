@@ -31,6 +31,8 @@ KINDS: dict[str, str] = {
     "prefill": "a `Prefill batch` line",
     "server_args": "the `server_args=` dump that starts a launch",
     "startup": "a startup fact: weights, KV pool, CUDA graphs, `max_total_num_tokens=`, ready",
+    "override": "a runtime change of the arguments (`Global server args updated!`, "
+    "`Config updated via context override:`)",
     "http": "a uvicorn access line",
     "error": "a warning, error or traceback line (grouped into `errors`)",
     "progress": "a progress bar (tqdm) without a log line",
@@ -194,6 +196,18 @@ STARTUP_COLUMNS: tuple[Column, ...] = (
     Column("text", pl.String(), "non-numeric value, e.g. the captured batch sizes list"),
 )
 
+OVERRIDE_COLUMNS: tuple[Column, ...] = (
+    Column("source", pl.String(), "input file"),
+    Column("launch", pl.Int32(), "launch whose arguments changed"),
+    *(Column(t, pl.Int32(), f"{t.upper()} rank") for t in RANK_TAGS),
+    Column("lineno", pl.Int64(), "line of the change"),
+    Column("ts", pl.Datetime("ms"), "time of the line"),
+    Column("key", pl.String(), "argument changed (null when the line could not be read)"),
+    Column("value", pl.String(), "its new value, as JSON text"),
+    Column("status", pl.String(), "`set`, else `refused`, `unchanged`, `unreadable`"),
+    Column("note", pl.String(), "why it was refused, or what was odd about the line"),
+)
+
 HTTP_COLUMNS: tuple[Column, ...] = (
     Column("source", pl.String(), "input file"),
     Column("lineno", pl.Int64(), "1-based line number"),
@@ -228,6 +242,7 @@ EVENTS = schema_of(EVENT_COLUMNS)
 BATCHES = schema_of(BATCH_COLUMNS)
 LAUNCHES = schema_of(LAUNCH_COLUMNS)
 STARTUP = schema_of(STARTUP_COLUMNS)
+OVERRIDES = schema_of(OVERRIDE_COLUMNS)
 HTTP = schema_of(HTTP_COLUMNS)
 ERRORS = schema_of(ERROR_COLUMNS)
 OTHER = schema_of(OTHER_COLUMNS)

@@ -30,6 +30,7 @@ from toolkit.load.sglang.launches import (
     rejoined_dump,
     startup_table,
 )
+from toolkit.load.sglang.overrides import override_table
 from toolkit.load.sglang.plan import unreadable
 from toolkit.load.sglang.server_args import ServerArgsDump
 from toolkit.load.sglang.store import Store, open_store
@@ -158,6 +159,13 @@ class SGLangLog:
         )
 
     @cached_property
+    def overrides(self) -> pl.DataFrame:
+        """Arguments changed at runtime (``/set_internal_state``), and refused changes: one
+        row per argument and rank (``schema.sglang.OVERRIDES``)."""
+        lines = self._rows(["override", "server_args"], ["kind", "message", *RANK_TAGS])
+        return override_table(lines, {la.index: la.server_args for la in self.launches})
+
+    @cached_property
     def http(self) -> pl.DataFrame:
         """uvicorn access lines: client, method, path, status."""
         return self.scan_http().collect(engine="streaming")
@@ -231,6 +239,7 @@ class SGLangLog:
                 "batches": counts.get("decode", 0) + counts.get("prefill", 0),
                 "launches": len(self.launches),
                 "startup": self.startup.height,
+                "overrides": counts.get("override", 0),
                 "http": counts.get("http", 0),
                 "errors": self.errors.height,
                 "other": leftover - absorbed,

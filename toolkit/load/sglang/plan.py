@@ -19,6 +19,7 @@ from collections.abc import Iterable
 import polars as pl
 
 from toolkit.load.sglang.batch_line import GRAPH_LABELS, KEY_COLUMN, batch_shape
+from toolkit.load.sglang.overrides import OVERRIDE_PREFIXES, REFUSED_MARK, REFUSED_PREFIX
 from toolkit.load.sglang.wrappers import Wrapper
 
 # SGLang's prefix: [2025-05-25 21:40:21(.123)( DP0 PP3 TP0 ...)] — or time only (0.2.15–0.3.0).
@@ -219,6 +220,11 @@ def _kind(msg: pl.Expr, raw: pl.Expr) -> pl.Expr:
         .then(pl.lit("server_args"))
         .when(startup)
         .then(pl.lit("startup"))
+        .when(
+            pl.any_horizontal(*(msg.str.starts_with(p) for p in OVERRIDE_PREFIXES))
+            | (msg.str.starts_with(REFUSED_PREFIX) & msg.str.contains(REFUSED_MARK))
+        )
+        .then(pl.lit("override"))
         .otherwise(pl.lit("other"))
     )
 
