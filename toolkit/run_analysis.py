@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.analyze import runtime_config
 from toolkit.analyze.config import (
     captured_sizes,
     derived_settings,
@@ -338,6 +339,15 @@ class RunAnalysis:
         return intended_vs_effective(
             flags, self.server_args, self.facts, complete=self.launch.complete
         )
+
+    @cached_property
+    def config_changes(self) -> pl.DataFrame:
+        """Runtime changes of the launch's arguments: log lines and ``/server_info`` answers."""
+        log, launch = self.run.log, self.launch
+        overrides = (
+            log.overrides.filter(pl.col("launch") == launch.index) if log and launch else None
+        )
+        return runtime_config.config_changes(self.server_args, overrides, self.run.server_info)
 
     # ------------------------------------------------------------------ the serving model
     @cached_property

@@ -2,7 +2,9 @@
 
 The command comes from ``run.toml`` (``command = "..."``) or a ``launch_server`` line in the
 log; each flag is compared with the logged ServerArgs and, for the values the scheduler
-resolves, with its startup summary. A parallelism or scheduling flag that did not take effect
+resolves, with its startup summary. Runtime changes count too: one the server refused, and a
+launch flag that a runtime change replaced while the run was measured. A parallelism or
+scheduling flag that did not take effect
 is ``high`` whatever it costs: every number of that run answers a different question than the
 one asked.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from toolkit.analyze.runtime_config import REFUSED_NOTE, runtime_misses
 from toolkit.diagnose.finding import Finding
 from toolkit.run_analysis import RunAnalysis
 
@@ -21,10 +24,11 @@ _SEVERITY = {"parallel": "high", "scheduling": "high", "cuda graph": "medium", "
 
 def config_not_applied(ctx: RunAnalysis) -> Finding | None:
     """Flags the user asked for that the logged configuration does not show."""
-    table = ctx.intended
-    if table is None:
+    runtime = runtime_misses(ctx.intended, ctx.server_args, ctx.config_changes, ctx.phases)
+    parts = [t for t in (ctx.intended, runtime) if t is not None and t.height]
+    if not parts:
         return None
-    missed = table.filter(pl.col("applied") == False)  # noqa: E712 (null = cannot tell)
+    missed = pl.concat(parts).filter(pl.col("applied") == False)  # noqa: E712 (null = cannot tell)
     if not missed.height:
         return None
     ranks = {"high": 0, "medium": 1, "low": 2}
@@ -38,8 +42,10 @@ def config_not_applied(ctx: RunAnalysis) -> Finding | None:
     first = missed.row(0, named=True)
     source = ctx.command[1] if ctx.command else "?"
     effective = first["effective"] if first["effective"] is not None else "nothing (no such field)"
+    refused = missed["note"].str.starts_with(REFUSED_NOTE).fill_null(False)
+    asker = "A runtime change" if refused[0] else f"The launch command ({source})"
     summary = (
-        f"The launch command ({source}) asks for {first['flag']}={first['intended']}, but the "
+        f"{asker} asks for {first['flag']}={first['intended']}, but the "
         f"run used {effective} ({first['note']})."
     )
     if missed.height > 1:
@@ -52,8 +58,7 @@ def config_not_applied(ctx: RunAnalysis) -> Finding | None:
     return Finding(
         id="config-not-applied",
         severity=severity,
-        title=f"{missed.height} flag(s) of the launch command did not take effect, "
-        f"first {first['flag']}",
+        title=f"{missed.height} setting(s) asked for did not take effect, first {first['flag']}",
         summary=summary,
         evidence=missed.select("flag", "group", "intended", "effective", "note").head(20),
         remedy=(
@@ -61,5 +66,11 @@ def config_not_applied(ctx: RunAnalysis) -> Finding | None:
             "--pp-async-batch-depth exists from 0.5.7 on) and make sure run.toml's command is "
             "what actually ran; values the scheduler resolves (max_running_requests, the KV "
             "pool) may need more memory to be honoured."
+            + (
+                " A refused runtime change (/set_internal_state) must stay within the range "
+                "the server's warning states; the run kept the value before it."
+                if refused.any()
+                else ""
+            )
         ),
     )

@@ -21,7 +21,7 @@ from toolkit.errors import ParseError
 from toolkit.load.inputs import check_input, head_lines, split_lines
 from toolkit.schema.bench import PHASE_MARKS
 
-__all__ = ["PHASE_FORMAT", "is_phase_file", "load_phase_marks"]
+__all__ = ["PHASE_FORMAT", "is_phase_file", "load_phase_marks", "local_time"]
 
 PHASE_FORMAT = "ppscope-phases"
 _KEYS = {"phase", "concurrency", "start", "end"}
@@ -80,7 +80,7 @@ def _row(line: str) -> tuple[dict[str, Any] | None, str]:
         return None, "not a JSON object"
     if not isinstance(record, dict):
         return None, "not a JSON object"
-    start, end = _time(record.get("start")), _time(record.get("end"))
+    start, end = local_time(record.get("start")), local_time(record.get("end"))
     if start is None or end is None or end < start:
         return None, "start and end must be local times, end not before start"
     return {
@@ -95,7 +95,8 @@ def _row(line: str) -> tuple[dict[str, Any] | None, str]:
     }, ""
 
 
-def _time(value: Any) -> datetime | None:
+def local_time(value: Any) -> datetime | None:
+    """A time a capture wrote (ISO, local to its host, no zone); None for anything else."""
     if not isinstance(value, str):
         return None
     try:

@@ -25,6 +25,7 @@ from toolkit.load.gpu.trace import GpuTrace, Topology, load_gpu_trace, load_topo
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks
 from toolkit.load.run_config import RunConfig, read_run_config
+from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 from toolkit.load.sniff import HF_CONFIG, expand, sniff
@@ -104,6 +105,15 @@ class Run:
         if not paths:
             return None
         return load_phase_marks(paths, clock_offset_s=self.config.clock_offset_s)
+
+    @cached_property
+    def server_info(self) -> pl.DataFrame | None:
+        """The arguments a live server stated (``/server_info`` answers), long form, shifted
+        by ``clock_offset_s`` like the GPU trace; None without such a file."""
+        paths = self.files.get(SERVER_INFO_FORMAT, [])
+        if not paths:
+            return None
+        return load_server_info(paths, clock_offset_s=self.config.clock_offset_s)
 
     @cached_property
     def launch_spans(self) -> pl.DataFrame:

@@ -208,6 +208,16 @@ OVERRIDE_COLUMNS: tuple[Column, ...] = (
     Column("note", pl.String(), "why it was refused, or what was odd about the line"),
 )
 
+SERVER_INFO_COLUMNS: tuple[Column, ...] = (
+    Column("source", pl.String(), "input file"),
+    Column("lineno", pl.Int64(), "line of the answer (1 for a saved answer)"),
+    Column("ts", pl.Datetime("ms"), "when the server was asked, on the log's clock"),
+    Column("phase", pl.Int64(), "benchmark phase the call was made around (capture)"),
+    Column("when", pl.String(), "`before`/`after` that phase, `start`/`end` of the capture"),
+    Column("key", pl.String(), "argument"),
+    Column("value", pl.String(), "its value in force, as JSON text"),
+)
+
 HTTP_COLUMNS: tuple[Column, ...] = (
     Column("source", pl.String(), "input file"),
     Column("lineno", pl.Int64(), "1-based line number"),
@@ -243,6 +253,7 @@ BATCHES = schema_of(BATCH_COLUMNS)
 LAUNCHES = schema_of(LAUNCH_COLUMNS)
 STARTUP = schema_of(STARTUP_COLUMNS)
 OVERRIDES = schema_of(OVERRIDE_COLUMNS)
+SERVER_INFO = schema_of(SERVER_INFO_COLUMNS)
 HTTP = schema_of(HTTP_COLUMNS)
 ERRORS = schema_of(ERROR_COLUMNS)
 OTHER = schema_of(OTHER_COLUMNS)
