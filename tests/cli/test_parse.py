@@ -82,3 +82,45 @@ def test_parse_places_each_benchmark_run_on_the_log_clock(
     text = capsys.readouterr().out
     assert "[run: benchmark phases on the log's clock]" in text
     assert "placement" in text
+
+
+def test_parse_lists_runtime_changes_and_server_info(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2026-05-25 21:40:01 PP0] server_args=ServerArgs(pp_size=2, "
+        "pp_max_micro_batch_size=None)\n"
+        "[2026-05-25 21:40:05 PP0] Config updated via context override: "
+        "{'pp_max_micro_batch_size': 4}\n"
+        "[2026-05-25 21:40:05 PP1] Config updated via context override: "
+        "{'pp_max_micro_batch_size': 4}\n"
+        "[2026-05-25 21:40:09 PP0] Updating tp_size is not supported.\n"
+    )
+    info = tmp_path / "server_info.jsonl"
+    calls = [
+        {"ts": f"2026-05-25T21:40:0{s}", "phase": None, "when": "start", "endpoint": "/x",
+         "info": {"model_path": "m", "pp_size": 2, "pp_max_micro_batch_size": v}}
+        for s, v in ((2, None), (6, 4))
+    ]  # fmt: skip
+    info.write_text("".join(json.dumps(c) + "\n" for c in calls))
+    assert main(["parse", "--json", "--no-cache", str(log), str(info)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    changes = out["files"][0]["launches"][0]["runtime_changes"]
+    assert [(c["lineno"], c["key"], c["value"], c["status"]) for c in changes] == [
+        (2, "pp_max_micro_batch_size", 4, "set"),
+        (4, "tp_size", None, "refused"),
+    ]
+    assert out["files"][1] | {"path": None} == {
+        "path": None,
+        "format": "server-info",
+        "answers": 2,
+        "start": "2026-05-25T21:40:02",
+        "end": "2026-05-25T21:40:06",
+        "changed": ["pp_max_micro_batch_size"],
+    }
+    assert main(["parse", "--no-cache", str(log), str(info)]) == 0
+    text = capsys.readouterr().out
+    assert "runtime change, line 2: pp_max_micro_batch_size=4 set" in text
+    assert "runtime change, line 4: tp_size=null refused (not supported)" in text
+    assert "2 answers; changed: pp_max_micro_batch_size" in text

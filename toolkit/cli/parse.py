@@ -13,6 +13,7 @@ and summarizes the rest.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from toolkit.load.gpu.trace import summarize_gpu_file
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks
 from toolkit.load.run import load_run
 from toolkit.load.run_config import read_run_config
+from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
 from toolkit.load.sglang.log import load_sglang_log
 from toolkit.load.sniff import expand, sniff
 from toolkit.run_analysis import RunAnalysis
@@ -43,6 +45,8 @@ examples:
   ppscope parse node0.log.gz --strict      fail at the first batch line that does not type
   ppscope parse gpu.csv --gpu-fields timestamp,index,utilization.gpu
 """
+CHANGES_SHOWN = 8
+"""Runtime changes listed per launch in the text output."""
 LAUNCHES_SHOWN = 6
 PHASE_COLUMNS = ("phase", "start", "end", "offered", "peak_running", "placement", "bench_run")
 SETTINGS = (
@@ -196,6 +200,20 @@ def summarize(
                 "interrupted": int(marks["interrupted"].sum()),
             }
         ]
+    if fmt == SERVER_INFO_FORMAT:
+        info = load_server_info([path])
+        answers = info.select("lineno", "ts").unique(maintain_order=True)
+        varying = info.group_by("key").agg(pl.col("value").n_unique()).filter(pl.col("value") > 1)
+        return [
+            {
+                "path": str(path),
+                "format": fmt,
+                "answers": answers.height,
+                "start": answers["ts"].min(),
+                "end": answers["ts"].max(),
+                "changed": sorted(varying["key"].to_list()),
+            }
+        ]
     if fmt in GPU_FORMATS:
         config = read_run_config(path.parent)
         fields = gpu_fields or config.gpu_trace_fields
@@ -218,6 +236,9 @@ def describe(f: dict[str, Any]) -> str:
         stopped = f"; {f['interrupted']} stopped by the capture" if f["interrupted"] else ""
         head = f"{f['path']}  [{f['format']}]"
         return f"{head}\n  {f['phases']} phases at concurrency {levels}{stopped}"
+    if f["format"] == SERVER_INFO_FORMAT:
+        changed = ", ".join(f["changed"]) or "nothing"
+        return f"{f['path']}  [{f['format']}]\n  {f['answers']} answers; changed: {changed}"
     if f["format"] in BENCH_FORMATS:
         layouts = ", ".join(f["layouts"]) or "-"
         return f"{f['path']}  [{f['format']}]\n  {f['runs']} benchmark runs; layouts: {layouts}"
@@ -270,6 +291,13 @@ def _launches(launches: list[dict[str, Any]]) -> list[str]:
             facts.append(f"max_total_num_tokens={tokens}")
         if facts:
             lines.append("    " + ", ".join(facts))
+        for c in launch.get("runtime_changes", [])[:CHANGES_SHOWN]:
+            what = "?" if c["key"] is None else f"{c['key']}={json.dumps(c['value'])}"
+            why = f" ({c['note']})" if c["note"] else ""
+            lines.append(f"    runtime change, line {c['lineno']}: {what} {c['status']}{why}")
+        more = len(launch.get("runtime_changes", [])) - CHANGES_SHOWN
+        if more > 0:
+            lines.append(f"    ... {more} more runtime changes (--json lists every one)")
     return lines
 
 

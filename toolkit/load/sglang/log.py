@@ -30,7 +30,7 @@ from toolkit.load.sglang.launches import (
     rejoined_dump,
     startup_table,
 )
-from toolkit.load.sglang.overrides import override_table
+from toolkit.load.sglang.overrides import changes_by_launch, override_table
 from toolkit.load.sglang.plan import unreadable
 from toolkit.load.sglang.server_args import ServerArgsDump
 from toolkit.load.sglang.store import Store, open_store
@@ -265,6 +265,7 @@ class SGLangLog:
             one = self if len(self.sources) == 1 else SGLangLog([s])
             cov = one.coverage()
             unrecognized = one.unrecognized(5)
+            changes = changes_by_launch(one.overrides) if cov["counts"].get("override") else {}
             files.append(
                 {
                     "path": s.path,
@@ -282,6 +283,7 @@ class SGLangLog:
                             "complete": la.complete,
                             "server_args": la.server_args,
                             "startup": la.facts(),
+                            "runtime_changes": changes.get(la.index, []),
                         }
                         for la in one.launches
                     ],

@@ -32,6 +32,7 @@ __all__ = [
     "REFUSED_PREFIX",
     "Override",
     "changed_keys",
+    "changes_by_launch",
     "override_table",
     "parse_override",
 ]
@@ -143,6 +144,25 @@ def override_table(
 
 
 _NOTHING = {"unreadable": "no value stated", "unchanged": "every value as before"}
+
+
+def changes_by_launch(table: pl.DataFrame) -> dict[int | None, list[dict[str, object]]]:
+    """Launch → its runtime changes, one per (time, key, value, status) whatever the ranks
+    that logged it, JSON-ready (``ts`` as ISO text, ``value`` decoded)."""
+    out: dict[int | None, list[dict[str, object]]] = {}
+    seen = table.unique(["launch", "ts", "key", "value", "status"], maintain_order=True)
+    for r in seen.iter_rows(named=True):
+        out.setdefault(r["launch"], []).append(
+            {
+                "ts": r["ts"].isoformat(sep=" ") if r["ts"] is not None else None,
+                "lineno": r["lineno"],
+                "key": r["key"],
+                "value": json.loads(r["value"]) if r["value"] is not None else None,
+                "status": r["status"],
+                "note": r["note"],
+            }
+        )
+    return out
 
 
 def _row(key: str | None, value: object, status: str, note: str | None) -> dict[str, object]:
