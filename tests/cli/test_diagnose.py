@@ -61,11 +61,33 @@ def test_diagnose_missing_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_diff_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", "--json", str(runs["tp8"]), str(runs["pp8-underfilled"])]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert list(doc) == ["changed", "only_a", "only_b", "derived"]
+    assert list(doc) == ["changed", "only_a", "only_b", "derived", "runtime"]
+    assert doc["runtime"] == {"a": [], "b": []}
     assert list(doc["changed"])[:3] == ["tp_size", "pp_size", "pp_async_batch_depth"]
     assert doc["changed"]["pp_size"] == [1, 8]
     assert doc["derived"]["pp_loop_size"] == [1, 16]
     assert doc["derived"]["per_slot_cap"] == [2048, 256]
+
+
+def test_diff_lists_runtime_changes_with_their_phases(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # pp8-underfilled: the c=1 phase starts 10:06:42, the c=32 phase ends 10:07:35.
+    with (runs["pp8-underfilled"] / "server.log").open("a") as f:
+        f.write(
+            "[2026-05-01 10:06:00 PP0] Config updated via context override: "
+            "{'pp_max_micro_batch_size': 4}\n"
+        )
+    args = [str(runs["tp8"]), str(runs["pp8-underfilled"])]
+    assert main(["diff", "--json", *args]) == 0
+    (change,) = json.loads(capsys.readouterr().out)["runtime"]["b"]
+    assert change["key"] == "pp_max_micro_batch_size" and change["value"] == 4
+    assert change["source"].startswith("log line ") and change["phases"] == [0, 1]
+    assert main(["diff", *args]) == 0
+    text = capsys.readouterr().out
+    assert "b: changed at runtime" in text
+    assert "10:06:00 pp_max_micro_batch_size=4 set, log line" in text
+    assert "in force in phase 0, 1" in text
 
 
 def test_diff_of_a_run_with_itself(

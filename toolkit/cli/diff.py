@@ -3,7 +3,10 @@
 Each differing setting comes with its meaning, then the values SGLang derives from the flags
 (``pp_loop_size``, per-slot cap, KV pool, captured graph sizes). ``--json`` prints
 ``{"changed": {key: [a, b]}, "only_a": {key: a}, "only_b": {key: b},
-"derived": {key: [a, b]}}``. A side whose log printed no ServerArgs dump is said so.
+"derived": {key: [a, b]}, "runtime": {"a": [...], "b": [...]}}``; ``runtime`` lists each side's
+changes made while it ran (``/set_internal_state``, from its log or ``/server_info``
+answers) with the phases each was in force in. A side whose log printed no ServerArgs dump is
+said so.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.analyze.config import DERIVED_KEYS, config_diff, derived_settings
+from toolkit.analyze.runtime_config import config_in_force
 from toolkit.cli.options import add_json, add_output, add_quiet
 from toolkit.cli.output import aligned, emit, to_json
 from toolkit.cli.runs import load_analyses
@@ -82,8 +86,42 @@ def diff_report(a: RunAnalysis, b: RunAnalysis) -> dict[str, Any]:
     da = derived_settings(a.server_args, a.facts)
     db = derived_settings(b.server_args, b.facts)
     derived = {k: [da[k], db[k]] for k in DERIVED_KEYS}
-    document = {"changed": changed, "only_a": only_a, "only_b": only_b, "derived": derived}
-    return {"json": document, "text": _text(a, b, labels, rows, derived)}
+    runtime = {side: _runtime(ctx) for side, ctx in (("a", a), ("b", b))}
+    document = {
+        "changed": changed,
+        "only_a": only_a,
+        "only_b": only_b,
+        "derived": derived,
+        "runtime": runtime,
+    }
+    return {"json": document, "text": _text(a, b, labels, rows, derived, runtime)}
+
+
+def _runtime(ctx: RunAnalysis) -> list[dict[str, Any]]:
+    """The run's runtime changes, each with the phases it was in force in."""
+    changes = ctx.config_changes
+    if not changes.height:
+        return []
+    in_force = config_in_force(ctx.server_args, changes, ctx.phases)
+    out = []
+    for r in changes.iter_rows(named=True):
+        value = json.loads(r["value"])
+        hit = in_force.filter(
+            (pl.col("key") == r["key"])
+            & ((pl.col("at_start") == r["value"]) | (pl.col("at_end") == r["value"]))
+        )
+        out.append(
+            {
+                "ts": r["ts"],
+                "key": r["key"],
+                "value": value,
+                "status": r["status"],
+                "source": r["source"],
+                "note": r["note"],
+                "phases": hit["phase"].to_list() if r["status"] == "set" else [],
+            }
+        )
+    return out
 
 
 def _text(
@@ -92,6 +130,7 @@ def _text(
     labels: list[str],
     rows: list[tuple[str, str, str | None, str | None, str]],
     derived: dict[str, list[Any]],
+    runtime: dict[str, list[dict[str, Any]]],
 ) -> str:
     lines = [f"a: {labels[0]}  ({a.run.path})", f"b: {labels[1]}  ({b.run.path})", ""]
     perf = [r for r in rows if r[1] != "other"]
@@ -114,6 +153,16 @@ def _text(
         for key, (va, vb) in derived.items()
     ]  # fmt: skip
     lines += aligned(["value", "a", "b", "meaning"], body, indent="  ")
+    for side, changes in runtime.items():
+        if changes:
+            lines += ["", f"{side}: changed at runtime (the dump above is the launch's):"]
+        for c in changes:
+            when = f"{c['ts']:%H:%M:%S} " if c["ts"] is not None else ""
+            phases = ", ".join(str(p) for p in c["phases"])
+            where = f"; in force in phase {phases}" if phases else ""
+            why = f" ({c['note']})" if c["note"] else ""
+            value = json.dumps(c["value"])
+            lines.append(f"  {when}{c['key']}={value} {c['status']}{why}, {c['source']}{where}")
     return "\n".join(lines)
 
 
