@@ -296,3 +296,20 @@ def test_every_run_gets_a_timeline(runs: views.RunSet) -> None:
     assert len(view.charts) == 2
     assert [r["run"] for r in view.record["stage_timelines"]] == ["TP8", "PP8"]
     assert len(views.stage_timelines(runs, "pp8").charts) == 1
+
+
+def test_config_lists_runtime_changes(tmp_path: Path) -> None:
+    tp8, pp8 = make_runs(tmp_path)
+    with (pp8 / "server.log").open("a") as f:
+        f.write(
+            "[2026-05-01 10:15:50 PP0] Config updated via context override: "
+            "{'pp_max_micro_batch_size': 16, 'hf_token': 'hf_abcdefghijklmnopqrstuvwxyz0123456'}\n"
+        )
+    view = views.config_diff(views.load_runs([tp8, pp8], progress=False))
+    changes = view.record["runtime_changes"]
+    assert changes.select("run", "time", "key", "status").rows() == [
+        ("PP8", "10:15:50", "pp_max_micro_batch_size", "set"),
+        ("PP8", "10:15:50", "hf_token", "set"),
+    ]
+    assert changes["value"].to_list() == ["16", '"[redacted]"']
+    assert "Changed while the server ran" in view.html()

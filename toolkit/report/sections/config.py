@@ -13,6 +13,7 @@ from toolkit.report.context import redacting
 from toolkit.report.redact import REDACTED, is_secret_key, redact_text
 from toolkit.report.runs import RunSet
 from toolkit.report.view import (
+    Table,
     View,
     note,
 )
@@ -81,4 +82,27 @@ def config_diff(
         items.append(note(text))
         return View("config", items, {"config_diff": shown})
     items.append(config_diff_chart(diff))
-    return View("config", items, {"config_diff": shown})
+    changes = _runtime_changes(runs, with_launch)
+    if changes.height:
+        items.append(
+            note(
+                "Changed while the server ran (/set_internal_state): the dumps above are the "
+                "launches' values; these took effect (or were refused) later."
+            )
+        )
+        items.append(Table(changes, key=("run", "time", "key", "value", "status")))
+    return View("config", items, {"config_diff": shown, "runtime_changes": changes})
+
+
+def _runtime_changes(runs: RunSet, chosen: Sequence[Any]) -> pl.DataFrame:
+    """Every chosen run's runtime changes, values redacted like the diff's."""
+    frames = []
+    for run in chosen:
+        changes = runs.analysis(run).config_changes
+        if changes.height:
+            frames.append(changes.with_columns(run=pl.lit(runs.label_of(run))))
+    if not frames:
+        return pl.DataFrame(schema={"run": pl.String})
+    table = pl.concat(frames).with_columns(time=pl.col("ts").dt.strftime("%H:%M:%S"))
+    table = _redacted_diff(table).select("run", "time", "key", "value", "status", "source", "note")
+    return table
