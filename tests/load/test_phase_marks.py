@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import ParseError
-from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks
+from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
 from toolkit.load.run import load_run
 from toolkit.load.sniff import sniff
 from toolkit.schema.bench import PHASE_MARKS
@@ -53,6 +53,7 @@ def test_a_broken_line_is_left_out_or_raised_in_strict_mode(phases: Path) -> Non
     with phases.open("a") as f:
         f.write('{"phase": 3, "concurrency": 64, "start": "2025-05-25T21:43:00", "en')
     assert load_phase_marks([phases]).height == 3
+    assert phase_file_problems([phases]) == [(str(phases), 4, "not a JSON object")]
     with pytest.raises(ParseError, match=r"phases.jsonl:4: not a JSON object"):
         load_phase_marks([phases], strict=True)
 
@@ -81,3 +82,12 @@ def test_a_run_shifts_its_marks_by_the_clock_offset(phases: Path, tmp_path: Path
 
 def test_a_run_without_a_phase_file_has_no_marks(tmp_path: Path) -> None:
     assert load_run(tmp_path).phase_marks is None
+
+
+def test_a_run_says_which_phase_lines_it_left_out(phases: Path) -> None:
+    with phases.open("a") as f:
+        f.write("not json\n")
+    (entry,) = [m for m in load_run(phases.parent).mismatches if m["input"] == "phase file"]
+    assert (
+        entry["files"] == "phases.jsonl" and "phases.jsonl:4: not a JSON object" in entry["detail"]
+    )

@@ -28,7 +28,7 @@ from toolkit.load.bench import sniff_bench_format
 from toolkit.load.bench.results import summarize_bench_file
 from toolkit.load.gpu import FORMATS as GPU_FORMATS
 from toolkit.load.gpu.trace import summarize_gpu_file
-from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks
+from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
 from toolkit.load.run import load_run
 from toolkit.load.run_config import read_run_config
 from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
@@ -198,6 +198,9 @@ def summarize(
                 "phases": marks.height,
                 "concurrency": marks["concurrency"].to_list(),
                 "interrupted": int(marks["interrupted"].sum()),
+                "left_out": [
+                    {"lineno": n, "reason": why} for _f, n, why in phase_file_problems([path])
+                ],
             }
         ]
     if fmt == SERVER_INFO_FORMAT:
@@ -235,7 +238,8 @@ def describe(f: dict[str, Any]) -> str:
         levels = ", ".join("-" if c is None else str(c) for c in f["concurrency"]) or "-"
         stopped = f"; {f['interrupted']} stopped by the capture" if f["interrupted"] else ""
         head = f"{f['path']}  [{f['format']}]"
-        return f"{head}\n  {f['phases']} phases at concurrency {levels}{stopped}"
+        left = "".join(f"\n  line {x['lineno']} left out: {x['reason']}" for x in f["left_out"])
+        return f"{head}\n  {f['phases']} phases at concurrency {levels}{stopped}{left}"
     if f["format"] == SERVER_INFO_FORMAT:
         changed = ", ".join(f["changed"]) or "nothing"
         return f"{f['path']}  [{f['format']}]\n  {f['answers']} answers; changed: {changed}"

@@ -10,7 +10,7 @@ benchmark runs are then placed by them instead of by the log's own evidence.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from toolkit.errors import ParseError
 from toolkit.load.inputs import check_input, head_lines, split_lines
 from toolkit.schema.bench import PHASE_MARKS
 
-__all__ = ["PHASE_FORMAT", "is_phase_file", "load_phase_marks", "local_time"]
+__all__ = ["PHASE_FORMAT", "is_phase_file", "load_phase_marks", "local_time", "phase_file_problems"]
 
 PHASE_FORMAT = "ppscope-phases"
 _KEYS = {"phase", "concurrency", "start", "end"}
@@ -48,29 +48,42 @@ def load_phase_marks(
 ) -> pl.DataFrame:
     """The phases of every file, in time order (schema ``PHASE_MARKS``).
 
-    A line that is no phase record (cut by a stop, edited by hand) is left out; with
-    ``strict`` it raises ``ParseError`` with its line.
+    A line that is no phase record (cut by a stop, edited by hand) is left out of the table
+    and listed by ``phase_file_problems``; with ``strict`` it raises ``ParseError`` with its
+    line.
     """
     shift = timedelta(seconds=clock_offset_s)
     rows: list[dict[str, Any]] = []
+    for path, lineno, line, row, reason in _records(paths):
+        if row is None:
+            if strict:
+                raise ParseError(path, lineno, reason, line)
+            continue
+        row["start"] += shift
+        row["end"] += shift
+        rows.append({"source": str(path), "lineno": lineno, **row})
+    table = pl.DataFrame(rows, schema=PHASE_MARKS, orient="row")
+    return table.sort("start", "source", "lineno")
+
+
+def phase_file_problems(paths: Iterable[str | Path]) -> list[tuple[str, int, str]]:
+    """``(file, line, reason)`` of every line ``load_phase_marks`` leaves out."""
+    return [(str(p), n, why) for p, n, _line, row, why in _records(paths) if row is None]
+
+
+def _records(
+    paths: Iterable[str | Path],
+) -> Iterator[tuple[Path, int, str, dict[str, Any] | None, str]]:
+    """Every non-blank line of the files: (path, line number, text, record or None, reason)."""
     for path in paths:
         path = check_input(path)
         if path.stat().st_size > MAX_BYTES:
             raise ParseError(path, None, "too large for a phase file")
         text = path.read_bytes().decode("utf-8", "replace")
         for lineno, line in enumerate(split_lines(text), 1):
-            if not line.strip():
-                continue
-            row, reason = _row(line)
-            if row is None:
-                if strict:
-                    raise ParseError(path, lineno, reason, line)
-                continue
-            row["start"] += shift
-            row["end"] += shift
-            rows.append({"source": str(path), "lineno": lineno, **row})
-    table = pl.DataFrame(rows, schema=PHASE_MARKS, orient="row")
-    return table.sort("start", "source", "lineno")
+            if line.strip():
+                row, reason = _row(line)
+                yield path, lineno, line, row, reason
 
 
 def _row(line: str) -> tuple[dict[str, Any] | None, str]:

@@ -23,7 +23,7 @@ from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu import trace_formats
 from toolkit.load.gpu.trace import GpuTrace, Topology, load_gpu_trace, load_topology
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
-from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks
+from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
@@ -197,6 +197,17 @@ class Run:
                         "and are not part of this run",
                     }
                 )
+        bad = phase_file_problems(self.files.get(PHASE_FORMAT, []))
+        if bad:
+            where = ", ".join(f"{Path(f).name}:{n}" for f, n, _ in bad[:5])
+            out.append(
+                {
+                    "input": "phase file",
+                    "files": ", ".join(sorted({Path(f).name for f, _, _ in bad})),
+                    "detail": f"{len(bad)} line(s) are no phase record and were left out "
+                    f"({where}: {bad[0][2]})",
+                }
+            )
         trace, span = self.gpu_span, self.launch_span
         if trace is not None and span is not None and overlap_s(trace, span) <= 0:
             out.append(
