@@ -82,3 +82,17 @@ def test_parse_places_each_benchmark_run_on_the_log_clock(
     text = capsys.readouterr().out
     assert "[run: benchmark phases on the log's clock]" in text
     assert "placement" in text
+
+
+def test_parse_lists_metrics_files(capsys: pytest.CaptureFixture[str]) -> None:
+    data = TEST_DATA / "prometheus"
+    assert main(["parse", "--json", "--no-cache", str(data)]) == 0
+    files = {Path(f["path"]).name: f for f in json.loads(capsys.readouterr().out)["files"]}
+    snap, query = files["metrics.jsonl"], files["query_range.json"]
+    assert snap["format"] == "sglang-metrics-jsonl" and query["format"] == "prometheus-query-range"
+    assert snap["scrapes"] == len((data / "metrics.jsonl").read_text().splitlines())
+    assert snap["pp_ranks"] == [0, 1, 2, 3] and snap["series"] > 4 * 4
+    assert snap["start"] < snap["end"]
+    assert main(["parse", "--no-cache", str(data / "metrics.jsonl")]) == 0
+    text = capsys.readouterr().out
+    assert "series over" in text and "PP3" in text and "went down" in text
