@@ -1,7 +1,8 @@
 """``ppscope timeline``: the stage timeline as Chrome trace JSON, for ui.perfetto.dev.
 
 Each run becomes its own group of processes (a track per pipeline stage, counters for the
-queue, KV usage, gen throughput and each GPU's busy %), all on one clock.
+queue, KV usage, gen throughput and each GPU's busy %), all on one clock. When the run has
+SGLang ``/metrics`` per stage, ``otherData.stage_wait_share`` holds ``stage_wait_share``'s rows.
 """
 
 from __future__ import annotations
@@ -57,4 +58,6 @@ def run_trace(ctx: RunAnalysis) -> dict[str, Any]:
         gpu = stage_gpu_series(ctx.gpu_samples, ctx.roles, every="100ms", max_points=GPU_POINTS)
     trace = chrome_trace(timeline, gpu=gpu, label=ctx.label, log_interval=ctx.log_interval)
     trace["otherData"]["stages"] = timeline.select("dp", "pp").unique().height
+    if ctx.stage_shares.height:  # what SGLang's /metrics measured per stage and phase
+        trace["otherData"]["stage_wait_share"] = ctx.stage_shares.to_dicts()
     return trace
