@@ -186,3 +186,19 @@ def test_run_directory_loads_metrics_with_its_clock_offset(tmp_path: Path) -> No
     first = run.metrics.samples["ts"].min()
     assert first == datetime(2026, 5, 1, 10, 15, 47, 500000)
     assert load_run(TEST_DATA / "sglang").metrics is None
+
+
+def test_label_values_are_read_by_the_prometheus_parser(tmp_path: Path) -> None:
+    text = (
+        "# TYPE sglang:num_queue_reqs gauge\n"
+        'sglang:num_queue_reqs{model_name="a, b} {c}",note="say \\"hi\\"\\n",pp_rank="2"} 5\n'
+        "sglang:num_queue_reqs\t7 1716672021000\n"
+        'sglang:num_queue_reqs{pp_rank="1"} 3 not-a-time\n'
+    )
+    m = load_metrics([_snapshot_file(tmp_path, [text])])
+    rows = m.samples.sort("value")
+    assert rows["value"].to_list() == [5.0, 7.0]
+    labels = json.loads(rows["labels"][0])
+    assert labels == {"model_name": "a, b} {c}", "note": 'say "hi"\n'}
+    assert rows["pp_rank"].to_list() == [2, None]
+    assert any("text line 4" in n for n in m.notes)

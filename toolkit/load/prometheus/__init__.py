@@ -19,7 +19,7 @@ import polars as pl
 
 from toolkit.errors import UnknownFormat
 from toolkit.load.inputs import check_input
-from toolkit.load.prometheus.exposition import exposition_samples
+from toolkit.load.prometheus.exposition import ExpositionReader
 from toolkit.load.prometheus.query_range import is_query_result, query_samples
 from toolkit.load.prometheus.series import RawSamples, intervals
 from toolkit.load.prometheus.snapshots import is_snapshot_file, snapshots
@@ -61,10 +61,10 @@ class Metrics:
 
 
 def _load_snapshots(path: Path, raw: RawSamples, tally: Tally, strict: bool) -> int:
-    scrapes = 0
+    scrapes, reader = 0, ExpositionReader()
     for lineno, ts, text in snapshots(path, tally, strict=strict):
         scrapes += 1
-        for sample in exposition_samples(text, tally, f"{path}:{lineno}"):
+        for sample in reader.samples(text, tally, f"{path}:{lineno}"):
             raw.add(str(path), lineno, ts, sample)
     return scrapes
 
