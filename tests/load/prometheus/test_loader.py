@@ -202,3 +202,43 @@ def test_label_values_are_read_by_the_prometheus_parser(tmp_path: Path) -> None:
     assert labels == {"model_name": "a, b} {c}", "note": 'say "hi"\n'}
     assert rows["pp_rank"].to_list() == [2, None]
     assert any("text line 4" in n for n in m.notes)
+
+
+AIPERF = DATA / "server_metrics_export.parquet"
+
+
+def test_aiperf_parquet_export() -> None:
+    source = pl.read_parquet(AIPERF)
+    m = load_metrics([AIPERF])
+    assert m.samples.schema == METRICS
+    assert m.scrapes == source["timestamp_ns"].n_unique()
+    first = datetime.fromtimestamp(source["timestamp_ns"].min() / 1e9)  # local, like AIPerf's
+    assert m.samples["ts"].min() == first.replace(microsecond=first.microsecond // 1000 * 1000)
+    # counters get back the _total the server exposes; values are growth per interval
+    busy = m.samples.filter(pl.col("metric") == "sglang:gpu_execution_seconds_total")
+    assert set(busy["pp_rank"]) == {0, 1} and (busy["value"] >= 0).all()
+    rows = source.filter(
+        pl.col("metric_name") == "sglang:gpu_execution_seconds", pl.col("pp_rank") == "0"
+    ).sort("timestamp_ns")
+    assert busy.filter(pl.col("pp_rank") == 0).sort("ts")["value"].to_list() == pytest.approx(
+        rows["value"].diff().drop_nulls().to_list()
+    )
+    assert any("went down" in n for n in m.notes)  # AIPerf's clamp to 0 at the restart
+    ttft = m.samples.filter(pl.col("metric") == "sglang:time_to_first_token_seconds")
+    hist = source.filter(pl.col("metric_name") == "sglang:time_to_first_token_seconds")
+    per_ts = hist.group_by("timestamp_ns").agg(pl.col("sum", "count").first()).sort("timestamp_ns")
+    d_sum, d_n = per_ts["sum"].diff().drop_nulls(), per_ts["count"].diff().drop_nulls()
+    assert ttft.sort("ts")["value"].to_list() == pytest.approx((d_sum / d_n).to_list())
+    assert json.loads(ttft["labels"][0])["endpoint_url"] == source["endpoint_url"][0]
+    unknown = m.samples.filter(pl.col("metric") == "sglang:cache_hit_rate")
+    assert unknown["kind"].unique().to_list() == ["gauge"]  # untyped reads as a gauge
+    assert sniff(AIPERF) == "aiperf-server-metrics-parquet"
+
+
+def test_a_parquet_file_of_another_shape_is_not_an_aiperf_export(tmp_path: Path) -> None:
+    path = tmp_path / "other.parquet"
+    pl.DataFrame({"a": [1]}).write_parquet(path)
+    assert sniff_metrics_format(path) is None
+    damaged = tmp_path / "damaged.parquet"
+    damaged.write_bytes(AIPERF.read_bytes()[:200])
+    assert sniff_metrics_format(damaged) is None

@@ -1,7 +1,8 @@
 """SGLang's Prometheus metrics (``/metrics`` with ``--enable-metrics``) as one long table.
 
-Two file formats, recognized by content: ``ppscope capture``'s snapshots (``metrics.jsonl``,
-the exposition text of every scrape) and a Prometheus HTTP API answer (``query_range``).
+Three file formats, recognized by content: ``ppscope capture``'s snapshots (``metrics.jsonl``,
+the exposition text of every scrape), a Prometheus HTTP API answer (``query_range``) and
+AIPerf's ``server_metrics_export.parquet``.
 ``load_metrics`` reads any number of them into the declared ``METRICS`` table
 (``toolkit.schema.prometheus``): a row per series per interval, ranks in their own columns,
 counters differenced, histograms as interval means. Everything left out is counted in the
@@ -19,6 +20,7 @@ import polars as pl
 
 from toolkit.errors import UnknownFormat
 from toolkit.load.inputs import check_input
+from toolkit.load.prometheus.aiperf import aiperf_samples, is_aiperf_export
 from toolkit.load.prometheus.exposition import ExpositionReader
 from toolkit.load.prometheus.query_range import is_query_result, query_samples
 from toolkit.load.prometheus.series import RawSamples, intervals
@@ -31,6 +33,7 @@ __all__ = ["FORMATS", "Metrics", "load_metrics", "sniff_metrics_format", "summar
 
 SNAPSHOTS = "sglang-metrics-jsonl"
 QUERY_RANGE = "prometheus-query-range"
+AIPERF = "aiperf-server-metrics-parquet"
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,9 @@ class Metrics:
         }
 
 
-def _load_snapshots(path: Path, raw: RawSamples, tally: Tally, strict: bool) -> int:
+def _load_snapshots(
+    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool
+) -> int:
     scrapes, reader = 0, ExpositionReader()
     for lineno, ts, text in snapshots(path, tally, strict=strict):
         scrapes += 1
@@ -69,7 +74,9 @@ def _load_snapshots(path: Path, raw: RawSamples, tally: Tally, strict: bool) -> 
     return scrapes
 
 
-def _load_query(path: Path, raw: RawSamples, tally: Tally, strict: bool) -> int:
+def _load_query(
+    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool
+) -> int:
     times = set()
     for ts, sample in query_samples(path, tally, strict=strict):
         times.add(ts)
@@ -77,7 +84,15 @@ def _load_query(path: Path, raw: RawSamples, tally: Tally, strict: bool) -> int:
     return len(times)
 
 
-_READERS = {SNAPSHOTS: _load_snapshots, QUERY_RANGE: _load_query}
+def _load_aiperf(
+    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool
+) -> int:
+    frame, scrapes = aiperf_samples(path, tally)
+    frames.append(frame)
+    return scrapes
+
+
+_READERS = {SNAPSHOTS: _load_snapshots, QUERY_RANGE: _load_query, AIPERF: _load_aiperf}
 
 
 def _summarize(path: Path, options: Any = None) -> dict[str, Any]:
@@ -99,6 +114,14 @@ FORMATS: dict[str, Format[Path, Any]] = {
             QUERY_RANGE,
             "a Prometheus HTTP API answer (query_range matrix, or an instant vector)",
             is_query_result,
+            lambda path, options: load_metrics([path]),
+            _summarize,
+            "trace",
+        ),
+        Format(
+            AIPERF,
+            "AIPerf's server_metrics_export.parquet: /metrics scrapes of a benchmark run",
+            is_aiperf_export,
             lambda path, options: load_metrics([path]),
             _summarize,
             "trace",
@@ -127,15 +150,15 @@ def load_metrics(
         A file that cannot be read as its format; with ``strict`` also the first line, series
         or value that is left out otherwise.
     """
-    raw, tally, scrapes, sources = RawSamples(), Tally(), 0, []
+    raw, frames, tally, scrapes, sources = RawSamples(), [], Tally(), 0, []
     for p in paths:
         path = Path(p)
         fmt = sniff_metrics_format(path)
         if fmt is None:
-            raise UnknownFormat(path, "neither /metrics snapshots nor a Prometheus API answer")
-        scrapes += _READERS[fmt](path, raw, tally, strict)
+            raise UnknownFormat(path, "no /metrics snapshots, Prometheus answer or AIPerf export")
+        scrapes += _READERS[fmt](path, raw, frames, tally, strict)
         sources.append(str(path))
-    table, resets = intervals(raw.frame(), clock_offset_s=clock_offset_s)
+    table, resets = intervals(pl.concat([raw.frame(), *frames]), clock_offset_s=clock_offset_s)
     tally.add("reset", n=resets)
     return Metrics(table.cast(METRICS), scrapes, tally.notes(), tuple(sources))  # type: ignore[arg-type]
 

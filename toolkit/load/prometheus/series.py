@@ -19,11 +19,11 @@ import polars as pl
 from toolkit.load.prometheus.exposition import Sample
 from toolkit.schema.prometheus import METRICS, RANK_LABELS
 
-__all__ = ["RawSamples", "intervals"]
+__all__ = ["RAW", "RawSamples", "intervals", "split_labels"]
 
 _RANK = re.compile(r"\d{1,6}")
 _KEY = ("source", "metric", "pp_rank", "tp_rank", "dp_rank", "labels")
-_RAW = {
+RAW: dict[str, pl.DataType] = {
     "source": pl.String(),
     "lineno": pl.Int64(),
     "ts": pl.Datetime("ms"),
@@ -42,7 +42,7 @@ class RawSamples:
     """Samples as read, one row each, before differencing."""
 
     def __init__(self) -> None:
-        self._cols: dict[str, list[Any]] = {k: [] for k in _RAW}
+        self._cols: dict[str, list[Any]] = {k: [] for k in RAW}
         self._labels: dict[tuple[tuple[str, str], ...], tuple[Any, ...]] = {}
 
     def __len__(self) -> int:
@@ -53,7 +53,7 @@ class RawSamples:
         key = tuple(sorted(sample.labels.items()))
         split = self._labels.get(key)
         if split is None:
-            split = self._labels[key] = _split_labels(sample.labels)
+            split = self._labels[key] = split_labels(sample.labels)
         cols = self._cols
         for name, value in (
             ("source", source),
@@ -70,10 +70,10 @@ class RawSamples:
 
     def frame(self) -> pl.DataFrame:
         """The samples as a frame."""
-        return pl.DataFrame(self._cols, schema=_RAW)
+        return pl.DataFrame(self._cols, schema=RAW)
 
 
-def _split_labels(labels: dict[str, str]) -> tuple[Any, ...]:
+def split_labels(labels: dict[str, str]) -> tuple[Any, ...]:
     """(pp_rank, tp_rank, dp_rank, the other labels as JSON); a rank label that is no small
     whole number stays among the other labels."""
     ranks: list[int | None] = []

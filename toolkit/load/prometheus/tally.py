@@ -14,7 +14,8 @@ REASONS: dict[str, str] = {
     "unreadable": "exposition lines the Prometheus parser rejects",
     "bad line": "lines that are no scrape",
     "bad result": "query results that are no series of [time, value] pairs",
-    "bad value": "[time, value] pairs that are no numbers",
+    "bad value": "[time, value] pairs that are no numbers, or times no clock reaches",
+    "bad row": "AIPerf export rows of an unknown metric_type or without a metric_name",
     "reset": "counter or histogram intervals dropped: the value went down (a server restart)",
 }
 """Reason → what it means in a note."""
