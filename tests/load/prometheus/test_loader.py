@@ -242,3 +242,15 @@ def test_a_parquet_file_of_another_shape_is_not_an_aiperf_export(tmp_path: Path)
     damaged = tmp_path / "damaged.parquet"
     damaged.write_bytes(AIPERF.read_bytes()[:200])
     assert sniff_metrics_format(damaged) is None
+
+
+def test_aiperf_labels_named_like_internal_columns_stay_labels(tmp_path: Path) -> None:
+    source = pl.read_parquet(AIPERF).with_columns(
+        kind=pl.lit("x"), ts=pl.lit("y"), metric=pl.lit("z")
+    )
+    path = tmp_path / "e.parquet"
+    source.write_parquet(path)
+    m = load_metrics([path])
+    assert m.samples.height == load_metrics([AIPERF]).samples.height
+    labels = json.loads(m.samples["labels"][0])
+    assert labels["kind"] == "x" and labels["ts"] == "y" and labels["metric"] == "z"

@@ -81,3 +81,34 @@ def test_differenced_counters_are_never_negative(scrapes: list[list[float]]) -> 
     intervals = sum(max(sum(len(s) > pp for s in scrapes) - 1, 0) for pp in range(4))
     resets = sum(int(n.split()[0]) for n in m.notes if "went down" in n)
     assert counters.height + resets == intervals
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"metric": st.dictionaries(st.sampled_from(["__name__", "pp_rank", "x"]), _JSON)},
+            optional={"values": _JSON, "value": _JSON},
+        ),
+        max_size=4,
+    ),
+    st.sampled_from(["matrix", "vector"]),
+)
+def test_any_query_answer_loads_or_raises_a_declared_error(result: list, kind: str) -> None:
+    doc = {"status": "success", "data": {"resultType": kind, "result": result}}
+    with TemporaryDirectory() as d:
+        path = Path(d) / "q.json"
+        path.write_text(json.dumps(doc))
+        try:
+            m = load_metrics([path])
+        except ToolkitError:
+            return
+    assert (m.samples.filter(pl.col("kind") == "counter")["value"] >= 0).all()

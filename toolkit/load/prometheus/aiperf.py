@@ -42,6 +42,7 @@ AIPERF_COLUMNS: tuple[str, ...] = (
     "bucket_le",
     "bucket_count",
 )
+_LABEL = "label:"
 _REQUIRED = {"endpoint_url", "metric_name", "metric_type", "timestamp_ns", "value"}
 _KINDS = {"gauge": "gauge", "unknown": "gauge", "counter": "counter", "histogram": "histogram"}
 
@@ -70,8 +71,11 @@ def aiperf_samples(path: Path, skipped: Tally) -> tuple[pl.DataFrame, int]:
         table = pl.read_parquet(path)
     except Exception as e:  # polars raises assorted types on a damaged file
         raise ParseError(path, None, f"unreadable Parquet file ({str(e)[:120]})") from None
-    # every label column, and the endpoint: two servers' series stay apart
-    labels = [c for c in table.columns if c not in AIPERF_COLUMNS] + ["endpoint_url"]
+    # every label column, and the endpoint: two servers' series stay apart; renamed so that a
+    # label called "kind" or "ts" cannot meet a column made here
+    names = [c for c in table.columns if c not in AIPERF_COLUMNS] + ["endpoint_url"]
+    table = table.with_columns(pl.col(c).alias(_LABEL + c) for c in names)
+    labels = [_LABEL + c for c in names]
     try:
         table = table.with_columns(
             pl.col(*labels, "metric_name", "metric_type").cast(pl.String),
@@ -119,7 +123,7 @@ def aiperf_samples(path: Path, skipped: Tally) -> tuple[pl.DataFrame, int]:
     )
     keys = rows.select(labels).unique().with_row_index("_key")
     split = [
-        split_labels({k: v for k, v in row.items() if k in labels and v is not None})
+        split_labels({k[len(_LABEL) :]: v for k, v in row.items() if k != "_key" and v is not None})
         for row in keys.iter_rows(named=True)
     ]
     parsed = pl.DataFrame(
