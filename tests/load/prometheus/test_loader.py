@@ -140,10 +140,12 @@ def test_bad_lines_are_counted_with_their_place_or_raise_in_strict_mode(tmp_path
     lines = SNAPSHOTS.read_text().splitlines()
     lines.insert(3, lines[3][:500])  # a scrape cut short
     lines.insert(5, '{"ts": "2026-05-01T10:15:44+02:00", "text": ""}')  # a zone
+    lines.insert(7, "")
     path = tmp_path / "metrics.jsonl"
     path.write_text("\n".join(lines) + "\n")
     m = load_metrics([path])
-    assert m.scrapes == len(lines) - 2
+    assert m.scrapes == len(lines) - 3
+    assert "1 blank lines" in m.notes
     (note,) = [n for n in m.notes if "no scrape" in n]
     assert note.startswith("2 ") and f"{path}:4" in note
     with pytest.raises(ParseError) as e:

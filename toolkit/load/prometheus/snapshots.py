@@ -66,6 +66,7 @@ def snapshots(
                 continue
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
             if not line.strip():
+                skipped.add("blank")
                 continue
             found = _snapshot(line)
             if isinstance(found, str):

@@ -13,6 +13,7 @@ REASONS: dict[str, str] = {
     "non-finite": "NaN or infinite values left out",
     "unreadable": "exposition lines the Prometheus parser rejects",
     "bad line": "lines that are no scrape",
+    "blank": "blank lines",
     "bad result": "query results that are no series of [time, value] pairs",
     "bad value": "[time, value] pairs that are no numbers, or times no clock reaches",
     "bad row": "AIPerf export rows of an unknown metric_type or without a metric_name",
