@@ -11,7 +11,12 @@ import polars as pl
 import pytest
 from helpers import TEST_DATA
 
-from toolkit.analyze.stage_wait import STAGE_SHARES, stage_wait_share
+from toolkit.analyze.stage_wait import (
+    STAGE_SERIES,
+    STAGE_SHARES,
+    stage_share_series,
+    stage_wait_share,
+)
 from toolkit.cli.main import main
 from toolkit.diagnose import RunAnalysis, diagnose
 from toolkit.load.prometheus import load_metrics
@@ -130,6 +135,28 @@ def test_timeline_json_carries_the_shares(tmp_path: Path) -> None:
     _metrics_over(run, ctx.phases["start"].min(), 10, {0: 0.5, 1: 0.25})
     out = tmp_path / "trace.json"
     assert main(["timeline", str(run), "-o", str(out), "-q"]) == 0
-    rows = json.loads(out.read_text())["otherData"]["stage_wait_share"]
+    trace = json.loads(out.read_text())
+    rows = trace["otherData"]["stage_wait_share"]
     busy = {r["pp_rank"]: r["share"] for r in rows if r["measure"] == "gpu_busy"}
     assert busy == {0: pytest.approx(0.5), 1: pytest.approx(0.25)}
+    counters = [e for e in trace["traceEvents"] if e["ph"] == "C" and e["name"] == "PP1 gpu_busy %"]
+    assert len(counters) == 10 and {e["args"]["pct"] for e in counters} == {25.0}
+
+
+def test_share_series_per_interval() -> None:
+    samples = load_metrics([SNAPSHOTS]).samples
+    series = stage_share_series(samples)
+    assert series.schema == STAGE_SERIES
+    rates = _rates(SNAPSHOTS)
+    busy = series.filter(pl.col("measure") == "gpu_busy", pl.col("pp_rank") == 3)
+    intervals = samples.filter(
+        pl.col("metric") == "sglang:gpu_execution_seconds_total", pl.col("pp_rank") == 3
+    )
+    assert busy.height == intervals.height
+    assert busy["share"].to_list() == pytest.approx(
+        [rates[("sglang:gpu_execution_seconds_total", 3, "decode")]] * busy.height
+    )
+    stages = series.filter(pl.col("measure") == "scheduler_stage")
+    total = stages.group_by("ts", "pp_rank").agg(pl.col("share").sum())["share"]
+    # a restart drops an interval from the series that went down only
+    assert (total <= 1 + 1e-9).all()

@@ -20,7 +20,7 @@ import polars as pl
 
 from toolkit.schema import Column, schema_of
 
-__all__ = ["MEASURES", "STAGE_SHARES", "stage_wait_share"]
+__all__ = ["MEASURES", "STAGE_SERIES", "STAGE_SHARES", "stage_share_series", "stage_wait_share"]
 
 _F, _I, _S = pl.Float64(), pl.Int64(), pl.String()
 
@@ -54,6 +54,15 @@ STAGE_SHARE_COLUMNS: tuple[Column, ...] = (
 STAGE_SHARES = schema_of(STAGE_SHARE_COLUMNS)
 
 _RANK = ("pp_rank", "tp_rank", "dp_rank")
+
+STAGE_SERIES_COLUMNS: tuple[Column, ...] = (
+    Column("ts", pl.Datetime("ms"), "end of the scrape interval"),
+    Column("pp_rank", pl.Int32(), "pipeline stage"),
+    Column("measure", _S, "gpu_busy, scheduler_idle or scheduler_stage"),
+    Column("category", _S, "scheduler_stage's category; else null"),
+    Column("share", _F, "seconds the counter grew over the interval's length (ranks averaged)"),
+)
+STAGE_SERIES = schema_of(STAGE_SERIES_COLUMNS)
 
 
 def stage_wait_share(metrics: pl.DataFrame, phases: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -132,3 +141,35 @@ def _gauge(rows: pl.DataFrame) -> pl.DataFrame:
         seconds=pl.lit(None, _F),
         wall_s=pl.lit(None, _F),
     )
+
+
+def stage_share_series(metrics: pl.DataFrame) -> pl.DataFrame:
+    """Per scrape interval and PP stage, the share of the interval each seconds counter of
+    ``MEASURES`` grew (schema ``STAGE_SERIES``), for a timeline."""
+    frames = []
+    for measure, metric, split in MEASURES:
+        if measure in _GAUGES:
+            continue
+        rows = metrics.filter(
+            (pl.col("metric") == metric)
+            & (pl.col("kind") == "counter")
+            & pl.col("pp_rank").is_not_null()
+            & (pl.col("interval_s") > 0)
+        )
+        if not rows.height:
+            continue
+        category = pl.col("labels").str.json_path_match("$.category") if split else None
+        rows = rows.with_columns(
+            category=category if category is not None else pl.lit(None, _S),
+            share=pl.col("value") / pl.col("interval_s"),
+        )
+        per_rank = rows.group_by(["ts", *_RANK, "category"]).agg(pl.col("share").sum())
+        frames.append(
+            per_rank.group_by("ts", "pp_rank", "category")
+            .agg(pl.col("share").mean())
+            .with_columns(measure=pl.lit(measure))
+        )
+    if not frames:
+        return pl.DataFrame(schema=STAGE_SERIES)
+    out = pl.concat([f.select(STAGE_SERIES.names()).cast(STAGE_SERIES) for f in frames])  # type: ignore[arg-type]
+    return out.sort("ts", "pp_rank", "measure", "category", nulls_last=True)
