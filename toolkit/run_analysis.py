@@ -35,7 +35,6 @@ from toolkit.analyze.observed_points import observed_points
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.series import busy_pct, decoding_windows
-from toolkit.analyze.stage_wait import STAGE_SHARES, stage_wait_share
 from toolkit.analyze.stages import (
     LOG_INTERVAL,
     phase_busy,
@@ -320,15 +319,6 @@ class RunAnalysis:
             "phase", pl.col("steady_start").alias("start"), pl.col("steady_end").alias("end")
         ).drop_nulls()
         return phase_busy(self.gpu_samples, self.roles, windows if windows.height else self.phases)
-
-    @cached_property
-    def stage_shares(self) -> pl.DataFrame:
-        """Per phase and PP stage, the shares SGLang's ``/metrics`` measured (``stage_wait_share``);
-        empty without metrics labelled by ``pp_rank``."""
-        metrics = self.run.metrics
-        if metrics is None:
-            return pl.DataFrame(schema=STAGE_SHARES)
-        return stage_wait_share(metrics.samples, self.phases if self.run.log is not None else None)
 
     # ------------------------------------------------------------------ intended vs effective
     @property

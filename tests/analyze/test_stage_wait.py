@@ -160,3 +160,11 @@ def test_share_series_per_interval() -> None:
     total = stages.group_by("ts", "pp_rank").agg(pl.col("share").sum())["share"]
     # a restart drops an interval from the series that went down only
     assert (total <= 1 + 1e-9).all()
+
+
+def test_an_unreadable_metrics_file_leaves_the_diagnosis_as_it_was(tmp_path: Path) -> None:
+    run = tmp_path / "pp8"
+    shutil.copytree(TEST_DATA / "diagnose" / "pp8-bubbles", run)
+    before = [(f.id, f.summary) for f in diagnose([run])]
+    (run / "answer.json").write_text('{"status": "error", "data": {"resultType": "matrix"}}')
+    assert [(f.id, f.summary) for f in diagnose([run])] == before

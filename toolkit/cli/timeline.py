@@ -16,6 +16,7 @@ from toolkit.analyze.stage_wait import stage_share_series
 from toolkit.analyze.timeline import stage_gpu_series
 from toolkit.cli.options import add_output, add_quiet, add_run_dirs
 from toolkit.cli.runs import load_analyses
+from toolkit.diagnose.measured_stages import run_metrics, stage_shares
 from toolkit.errors import ToolkitError
 from toolkit.export.perfetto import chrome_trace, merge_chrome_traces, write_chrome_trace
 from toolkit.run_analysis import RunAnalysis
@@ -59,12 +60,13 @@ def run_trace(ctx: RunAnalysis) -> dict[str, Any]:
     gpu = None
     if ctx.gpu_samples is not None:
         gpu = stage_gpu_series(ctx.gpu_samples, ctx.roles, every="100ms", max_points=GPU_POINTS)
-    metrics = ctx.run.metrics
+    metrics = run_metrics(ctx)
     stages = stage_share_series(metrics.samples) if metrics is not None else None
     trace = chrome_trace(
         timeline, gpu=gpu, label=ctx.label, log_interval=ctx.log_interval, stages=stages
     )
     trace["otherData"]["stages"] = timeline.select("dp", "pp").unique().height
-    if ctx.stage_shares.height:  # what SGLang's /metrics measured per stage and phase
-        trace["otherData"]["stage_wait_share"] = ctx.stage_shares.to_dicts()
+    shares = stage_shares(ctx)
+    if shares.height:  # what SGLang's /metrics measured per stage and phase
+        trace["otherData"]["stage_wait_share"] = shares.to_dicts()
     return trace

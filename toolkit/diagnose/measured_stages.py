@@ -4,7 +4,8 @@
 ``/metrics`` series labelled by ``pp_rank`` (``RunAnalysis.stage_shares``), their summary gains
 one sentence with each stage's measured GPU busy share, idle share and the share its scheduler
 spent in ``recv_requests``, for the finding's phase (else over all the metrics cover). The
-finding's own numbers, severity and evidence table are left as the rule made them.
+finding's own numbers, severity and evidence table are left as the rule made them. A metrics
+file that cannot be read adds nothing here (``ppscope parse`` names its error).
 """
 
 from __future__ import annotations
@@ -13,11 +14,19 @@ from dataclasses import replace
 
 import polars as pl
 
-from toolkit.analyze.stage_wait import stage_wait_share
+from toolkit.analyze.stage_wait import STAGE_SHARES, stage_wait_share
 from toolkit.diagnose.finding import Finding
+from toolkit.errors import ToolkitError
+from toolkit.load.prometheus import Metrics
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["MEASURED_ON", "measured_stage_note", "with_measured_stages"]
+__all__ = [
+    "MEASURED_ON",
+    "measured_stage_note",
+    "run_metrics",
+    "stage_shares",
+    "with_measured_stages",
+]
 
 MEASURED_ON: tuple[str, ...] = ("pp-underfilled-slots", "gpu-idle-bubbles")
 """Findings that gain the sentence."""
@@ -29,16 +38,31 @@ _SHOWN = (
 )
 
 
+def run_metrics(ctx: RunAnalysis) -> Metrics | None:
+    """The run's ``/metrics`` series (``Run.metrics``), or None, also when they cannot be read."""
+    try:
+        return ctx.run.metrics
+    except ToolkitError:
+        return None
+
+
+def stage_shares(ctx: RunAnalysis, *, by_phase: bool = True) -> pl.DataFrame:
+    """``stage_wait_share`` of the run's metrics, per phase of its log (``by_phase`` and a
+    log), else over all the metrics cover; empty without metrics."""
+    metrics = run_metrics(ctx)
+    if metrics is None:
+        return pl.DataFrame(schema=STAGE_SHARES)
+    phases = ctx.phases if by_phase and ctx.run.log is not None else None
+    return stage_wait_share(metrics.samples, phases)
+
+
 def measured_stage_note(ctx: RunAnalysis, phase: int | None) -> str | None:
     """One sentence of the measured per-stage shares of ``phase`` (None: all the metrics
     cover), naming the metrics; None when the run has none."""
-    metrics = ctx.run.metrics
-    if metrics is None:
-        return None
-    if phase is not None:
-        shares = ctx.stage_shares.filter(pl.col("phase") == phase)
+    if phase is None:
+        shares = stage_shares(ctx, by_phase=False)
     else:
-        shares = stage_wait_share(metrics.samples)
+        shares = stage_shares(ctx).filter(pl.col("phase") == phase)
     parts = []
     for measure, category, name in _SHOWN:
         rows = shares.filter(pl.col("measure") == measure)
@@ -57,7 +81,7 @@ def measured_stage_note(ctx: RunAnalysis, phase: int | None) -> str | None:
 
 def with_measured_stages(ctx: RunAnalysis, finding: Finding) -> Finding:
     """``finding`` with the measured sentence added to its summary, when it bears on it."""
-    if finding.id not in MEASURED_ON or ctx.run.metrics is None:
+    if finding.id not in MEASURED_ON or run_metrics(ctx) is None:
         return finding
     note = measured_stage_note(ctx, finding.phase)
     if note is None:

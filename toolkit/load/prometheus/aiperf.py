@@ -1,6 +1,6 @@
 """AIPerf's ``server_metrics_export.parquet``: the ``/metrics`` scrapes of a benchmark run.
 
-Documented by AIPerf (``docs/server-metrics/server-metrics-parquet-schema.md``, schema 1.0):
+The shape AIPerf documents for its server-metrics Parquet export (schema 1.0):
 fixed columns ``endpoint_url``, ``metric_name``, ``metric_type`` (gauge, counter, histogram,
 unknown), ``unit``, ``description``, ``timestamp_ns``; values ``value`` (gauge: as scraped;
 counter: increase since a reference scrape before profiling), ``sum``, ``count`` (histogram,
