@@ -1,7 +1,7 @@
 """What SGLang's ``/metrics`` measured per stage, added to the findings it bears on.
 
 ``pp-underfilled-slots`` and ``gpu-idle-bubbles`` say stages sit idle; when the run has
-``/metrics`` series labelled by ``pp_rank`` (``RunAnalysis.stage_shares``), their summary gains
+``/metrics`` series labelled by ``pp_rank`` (``stage_shares``), their summary gains
 one sentence with each stage's measured GPU busy share, idle share and the share its scheduler
 spent in ``recv_requests``, for the finding's phase (else over all the metrics cover). The
 finding's own numbers, severity and evidence table are left as the rule made them. A metrics
