@@ -256,3 +256,12 @@ def test_aiperf_labels_named_like_internal_columns_stay_labels(tmp_path: Path) -
     assert m.samples.height == load_metrics([AIPERF]).samples.height
     labels = json.loads(m.samples["labels"][0])
     assert labels["kind"] == "x" and labels["ts"] == "y" and labels["metric"] == "z"
+
+
+def test_summary_spans_every_scrape_also_of_counters_only(tmp_path: Path) -> None:
+    text = "# TYPE x counter\n" + 'x_total{pp_rank="0"} {v}\n'
+    path = _snapshot_file(tmp_path, [text.replace("{v}", str(v)) for v in (1, 2, 4)])
+    summary = load_metrics([path]).summary()
+    assert summary["start"] == datetime(2026, 5, 1, 10, 0, 0)
+    assert summary["end"] == datetime(2026, 5, 1, 10, 0, 2)
+    assert summary["scrapes"] == 3 and summary["series"] == 1 and summary["rows"] == 2

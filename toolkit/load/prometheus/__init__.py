@@ -49,13 +49,16 @@ class Metrics:
         """What the files hold: series, scrapes, time span, metrics, ranks and notes."""
         s = self.samples
         key = ["source", "metric", "pp_rank", "tp_rank", "dp_rank", "labels"]
-        ts = s["ts"].drop_nulls()
+        # an interval's start is a scrape too (a counter's first scrape yields no row)
+        begin = pl.col("ts") - pl.duration(milliseconds=(pl.col("interval_s") * 1e3).round())
+        ts = s.select(pl.coalesce(begin, "ts")).to_series().drop_nulls()
+        end = s["ts"].drop_nulls()
         ranks = sorted({r for r in s["pp_rank"].to_list() if r is not None})
         return {
             "series": s.select(key).unique().height,
             "scrapes": self.scrapes,
             "start": ts.min() if ts.len() else None,
-            "end": ts.max() if ts.len() else None,
+            "end": end.max() if end.len() else None,
             "metrics": sorted(set(s["metric"].to_list())),
             "pp_ranks": ranks,
             "rows": s.height,
