@@ -265,3 +265,32 @@ def test_summary_spans_every_scrape_also_of_counters_only(tmp_path: Path) -> Non
     assert summary["start"] == datetime(2026, 5, 1, 10, 0, 0)
     assert summary["end"] == datetime(2026, 5, 1, 10, 0, 2)
     assert summary["scrapes"] == 3 and summary["series"] == 1 and summary["rows"] == 2
+
+
+def test_query_answers_fold_histogram_series(tmp_path: Path) -> None:
+    def series(name: str, values: list[str], **labels: str) -> dict:
+        return {
+            "metric": {"__name__": name, **labels},
+            "values": [[1777630540 + i, v] for i, v in enumerate(values)],
+        }
+
+    h = "sglang:e2e_request_latency_seconds"
+    doc = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                series(f"{h}_bucket", ["1", "3"], le="1.0"),
+                series(f"{h}_sum", ["2", "8"]),
+                series(f"{h}_count", ["1", "3"]),
+                series("sglang:prompt_tokens_created", ["1.7e9", "1.7e9"]),
+            ],
+        },
+    }
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps(doc))
+    m = load_metrics([path])
+    assert m.samples["metric"].to_list() == [h]
+    assert m.samples["value"].to_list() == [3.0] and m.samples["count"].to_list() == [2.0]
+    assert any(n.startswith("2 histogram bucket") for n in m.notes)
+    assert any(n.startswith("2 _created") for n in m.notes)

@@ -85,7 +85,11 @@ def query_samples(
             skipped.add("bad result", where)
             continue
         name = labels.pop("__name__", UNNAMED)
-        metric, kind_of, part = resolve(name, {}) or (name, "gauge", "value")
+        found = resolve(name, {})
+        if found is None:  # a histogram's bucket or a _created series: no measurement here
+            skipped.add("created" if name.endswith("_created") else "bucket", n=len(pairs))
+            continue
+        metric, kind_of, part = found
         for j, pair in enumerate(pairs):
             point = _point(pair)
             if point is None:
