@@ -294,3 +294,12 @@ def test_query_answers_fold_histogram_series(tmp_path: Path) -> None:
     assert m.samples["value"].to_list() == [3.0] and m.samples["count"].to_list() == [2.0]
     assert any(n.startswith("2 histogram bucket") for n in m.notes)
     assert any(n.startswith("2 _created") for n in m.notes)
+
+
+def test_a_cut_gzip_keeps_the_scrapes_before_the_damage(tmp_path: Path) -> None:
+    data = gzip.compress(SNAPSHOTS.read_bytes())
+    path = tmp_path / "metrics.jsonl.gz"
+    path.write_bytes(data[: len(data) // 2])
+    m = load_metrics([path])
+    assert 0 < m.scrapes < len(_scrapes(SNAPSHOTS))
+    assert any("gzip stream cut" in n for n in m.notes)

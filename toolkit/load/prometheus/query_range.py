@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,7 +63,7 @@ def query_samples(
     try:
         with opener(path, "rb") as f:
             data = json.loads(f.read(MAX_BYTES + 1).decode("utf-8", "replace"))
-    except (OSError, EOFError, ValueError, RecursionError) as e:
+    except (OSError, EOFError, zlib.error, ValueError, RecursionError) as e:
         raise ParseError(path, None, f"not a JSON document ({str(e)[:80]})") from None
     if not isinstance(data, dict):
         raise ParseError(path, None, "not a JSON object")

@@ -2,14 +2,17 @@
 
 Each line is ``{"ts": "2025-05-25T21:40:21.123", "text": "<the exposition, whole>"}``, the
 capture host's local time without a zone (``toolkit.capture.metrics``). Lines are read one at a
-time and never longer than ``MAX_LINE_BYTES``; ``.gz`` is read as is.
+time and never longer than ``MAX_LINE_BYTES``; ``.gz`` is read as is (a cut or corrupt archive
+keeps the scrapes before the damage, and says so).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import re
+import zlib
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -55,13 +58,18 @@ def snapshots(
     with _open(path) as f:
         lineno = 0
         while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
+            try:
+                raw = f.readline(MAX_LINE_BYTES + 1)
+            except (OSError, EOFError, zlib.error):
+                skipped.add("gzip", f"{path}: after line {lineno}")
+                return
             if not raw:
                 return
             lineno += 1
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                while (more := f.readline(1 << 20)) and not more.endswith(b"\n"):
-                    pass  # the rest of the over-long line, read in bounded pieces
+                with contextlib.suppress(OSError, EOFError, zlib.error):
+                    while (more := f.readline(1 << 20)) and not more.endswith(b"\n"):
+                        pass  # the rest of the over-long line, read in bounded pieces
                 _reject(path, lineno, "line longer than 64 MiB", raw[:200], skipped, strict)
                 continue
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
