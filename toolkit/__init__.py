@@ -6,6 +6,8 @@ The facade reads like a table of contents:
 - ``open_dataset``: the same tables from a dataset ``ppscope ingest`` wrote (lazy Parquet scans)
 - ``load_gpu_trace``, ``load_topology``, ``gpu_roles``: GPU traces, links, GPU → pipeline stage
 - ``load_bench``: SGLang/vLLM/GenAI-Perf/AIPerf results and sweep CSVs → ``runs``, ``requests``
+- ``load_metrics``: SGLang's Prometheus ``/metrics`` (capture snapshots, ``query_range``) →
+  ``samples``; ``stage_wait_share`` each PP stage's measured busy/idle/wait shares per phase
 - ``load_run``: a run directory (server log, results, traces, ``run.toml``) as one object
 - ``capture``: record a run directory from a live SGLang server; ``load_phase_marks`` its phases
 - ``scaling_table``, ``scaling_gap``, ``crossover``, ``knee``: how each layout scales, and the gap
@@ -39,6 +41,7 @@ from toolkit.analyze.model.sim import simulate
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
+from toolkit.analyze.stage_wait import stage_wait_share
 from toolkit.analyze.stages import stage_busy, stage_cadence, stage_desync, stage_timeline
 from toolkit.capture import CaptureOptions, capture
 from toolkit.diagnose import Finding, diagnose
@@ -55,6 +58,7 @@ from toolkit.load.gpu.trace import (
     load_topology,
 )
 from toolkit.load.phase_marks import load_phase_marks
+from toolkit.load.prometheus import Metrics, load_metrics
 from toolkit.load.run import Run, load_run
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log, open_dataset
@@ -70,6 +74,7 @@ __all__ = [
     "GpuTrace",
     "Launch",
     "Layout",
+    "Metrics",
     "Params",
     "ParseError",
     "Run",
@@ -104,6 +109,7 @@ __all__ = [
     "load_compute_apps",
     "load_gpu_list",
     "load_gpu_trace",
+    "load_metrics",
     "load_phase_marks",
     "load_run",
     "load_sglang_log",
@@ -122,6 +128,7 @@ __all__ = [
     "stage_comparison",
     "stage_desync",
     "stage_timeline",
+    "stage_wait_share",
     "what_if",
     "what_if_table",
     "write_chrome_trace",

@@ -124,3 +124,17 @@ def test_parse_lists_runtime_changes_and_server_info(
     assert "runtime change, line 2: pp_max_micro_batch_size=4 set" in text
     assert "runtime change, line 4: tp_size=null refused (not supported)" in text
     assert "2 answers; changed: pp_max_micro_batch_size" in text
+
+
+def test_parse_lists_metrics_files(capsys: pytest.CaptureFixture[str]) -> None:
+    data = TEST_DATA / "prometheus"
+    assert main(["parse", "--json", "--no-cache", str(data)]) == 0
+    files = {Path(f["path"]).name: f for f in json.loads(capsys.readouterr().out)["files"]}
+    snap, query = files["metrics.jsonl"], files["query_range.json"]
+    assert snap["format"] == "sglang-metrics-jsonl" and query["format"] == "prometheus-query-range"
+    assert snap["scrapes"] == len((data / "metrics.jsonl").read_text().splitlines())
+    assert snap["pp_ranks"] == [0, 1, 2, 3] and snap["series"] > 4 * 4
+    assert snap["start"] < snap["end"]
+    assert main(["parse", "--no-cache", str(data / "metrics.jsonl")]) == 0
+    text = capsys.readouterr().out
+    assert "series over" in text and "PP3" in text and "went down" in text

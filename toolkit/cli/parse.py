@@ -29,6 +29,8 @@ from toolkit.load.bench.results import summarize_bench_file
 from toolkit.load.gpu import FORMATS as GPU_FORMATS
 from toolkit.load.gpu.trace import summarize_gpu_file
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
+from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
+from toolkit.load.prometheus import summarize_metrics
 from toolkit.load.run import load_run
 from toolkit.load.run_config import read_run_config
 from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
@@ -217,6 +219,8 @@ def summarize(
                 "changed": sorted(varying["key"].to_list()),
             }
         ]
+    if fmt in METRICS_FORMATS:
+        return [summarize_metrics(path, strict=strict)]
     if fmt in GPU_FORMATS:
         config = read_run_config(path.parent)
         fields = gpu_fields or config.gpu_trace_fields
@@ -243,6 +247,8 @@ def describe(f: dict[str, Any]) -> str:
     if f["format"] == SERVER_INFO_FORMAT:
         changed = ", ".join(f["changed"]) or "nothing"
         return f"{f['path']}  [{f['format']}]\n  {f['answers']} answers; changed: {changed}"
+    if f["format"] in METRICS_FORMATS:
+        return _describe_metrics(f)
     if f["format"] in BENCH_FORMATS:
         layouts = ", ".join(f["layouts"]) or "-"
         return f"{f['path']}  [{f['format']}]\n  {f['runs']} benchmark runs; layouts: {layouts}"
@@ -322,5 +328,20 @@ def _describe_gpu(f: dict[str, Any]) -> str:
     for problem in f.get("first_problems", []):
         lines.append(f"  problem: {problem}")
     for note in f.get("notes", []):
+        lines.append(f"  note: {note}")
+    return "\n".join(lines)
+
+
+def _describe_metrics(f: dict[str, Any]) -> str:
+    lines = [f"{f['path']}  [{f['format']}]"]
+    span = (
+        f"{f['start']:%Y-%m-%d %H:%M:%S} to {f['end']:%H:%M:%S}"
+        if f["start"] is not None and f["end"] is not None
+        else "no interval"
+    )
+    ranks = ", ".join(f"PP{r}" for r in f["pp_ranks"]) or "no pp_rank label"
+    lines.append(f"  {f['series']} series over {f['scrapes']} scrapes, {span}; {ranks}")
+    lines += wrapped(f"metrics: {', '.join(f['metrics']) or '-'}", indent="  ")
+    for note in f["notes"]:
         lines.append(f"  note: {note}")
     return "\n".join(lines)

@@ -1,7 +1,10 @@
 """``ppscope timeline``: the stage timeline as Chrome trace JSON, for ui.perfetto.dev.
 
 Each run becomes its own group of processes (a track per pipeline stage, counters for the
-queue, KV usage, gen throughput and each GPU's busy %), all on one clock.
+queue, KV usage, gen throughput and each GPU's busy %), all on one clock. When the run has
+SGLang ``/metrics`` per stage, an ``SGLang /metrics`` process holds a counter per stage and
+measure (GPU busy, scheduler idle, each scheduler stage) and ``otherData.stage_wait_share`` holds
+``stage_wait_share``'s rows.
 """
 
 from __future__ import annotations
@@ -9,9 +12,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from toolkit.analyze.stage_wait import stage_share_series
 from toolkit.analyze.timeline import stage_gpu_series
 from toolkit.cli.options import add_output, add_quiet, add_run_dirs
 from toolkit.cli.runs import load_analyses
+from toolkit.diagnose.measured_stages import run_metrics, stage_shares
 from toolkit.errors import ToolkitError
 from toolkit.export.perfetto import chrome_trace, merge_chrome_traces, write_chrome_trace
 from toolkit.run_analysis import RunAnalysis
@@ -55,6 +60,13 @@ def run_trace(ctx: RunAnalysis) -> dict[str, Any]:
     gpu = None
     if ctx.gpu_samples is not None:
         gpu = stage_gpu_series(ctx.gpu_samples, ctx.roles, every="100ms", max_points=GPU_POINTS)
-    trace = chrome_trace(timeline, gpu=gpu, label=ctx.label, log_interval=ctx.log_interval)
+    metrics = run_metrics(ctx)
+    stages = stage_share_series(metrics.samples) if metrics is not None else None
+    trace = chrome_trace(
+        timeline, gpu=gpu, label=ctx.label, log_interval=ctx.log_interval, stages=stages
+    )
     trace["otherData"]["stages"] = timeline.select("dp", "pp").unique().height
+    shares = stage_shares(ctx)
+    if shares.height:  # what SGLang's /metrics measured per stage and phase
+        trace["otherData"]["stage_wait_share"] = shares.to_dicts()
     return trace

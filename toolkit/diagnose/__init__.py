@@ -37,6 +37,7 @@ from toolkit.diagnose.cudagraph import cuda_graph_miss
 from toolkit.diagnose.finding import SEVERITIES, Finding, severity_of
 from toolkit.diagnose.inputs import skipped
 from toolkit.diagnose.kv import kv_cache_pressure
+from toolkit.diagnose.measured_stages import with_measured_stages
 from toolkit.diagnose.residual import unexplained_slowdown
 from toolkit.diagnose.slots import pp_empty_async_slots, pp_low_concurrency, pp_underfilled_slots
 from toolkit.diagnose.stages import (
@@ -123,6 +124,7 @@ def diagnose(
         for _, rule in rules:
             found = rule(ctx)
             if found is not None:
+                found = with_measured_stages(ctx, found)
                 ctx.found.append(found)
                 findings.append(replace(found, run=ctx.label))
     return rank(findings, [name for name, _ in rules])

@@ -21,6 +21,7 @@ __all__ = ["chrome_trace", "merge_chrome_traces", "write_chrome_trace"]
 
 SERVER_PID = 1
 GPU_PID = 1000  # after every DP rank's process
+METRICS_PID = 2000  # SGLang's own /metrics, per stage
 RUN_PID_STEP = 10_000  # process ids of the next run when several share one trace
 MAX_WINDOW_S = 120.0  # a longer "window" is an idle gap, not 40 steps of decoding
 
@@ -31,6 +32,7 @@ def chrome_trace(
     gpu: pl.DataFrame | None = None,
     label: str = "SGLang",
     log_interval: int = 40,
+    stages: pl.DataFrame | None = None,
 ) -> dict[str, Any]:
     """Chrome trace JSON of a stage timeline.
 
@@ -45,6 +47,10 @@ def chrome_trace(
         Run label, used in the process names.
     log_interval
         ``decode_log_interval``: micro-batch steps a decode window holds.
+    stages
+        Optional per-stage shares SGLang's ``/metrics`` measured (``ts``, ``pp_rank``,
+        ``measure``, ``category``, ``share``: ``stage_wait.stage_share_series``), one counter
+        track per stage and measure on an ``SGLang /metrics`` process.
 
     Returns
     -------
@@ -80,6 +86,8 @@ def chrome_trace(
     events += _counters(df)
     if gpu is not None and gpu.height:
         events += _gpu_counters(gpu)
+    if stages is not None and stages.height:
+        events += _stage_counters(stages)
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
@@ -155,4 +163,16 @@ def _gpu_counters(gpu: pl.DataFrame) -> list[dict[str, Any]]:
         stage = f" (PP{r['pp']})" if r.get("pp") is not None else ""
         name = f"GPU {r['gpu']} busy %{stage}"
         out.append(_counter(name, r["_us"], GPU_PID, {"busy_pct": round(r["busy_pct"], 2)}))
+    return out
+
+
+def _stage_counters(stages: pl.DataFrame) -> list[dict[str, Any]]:
+    out = [_meta("process_name", METRICS_PID, 0, {"name": "SGLang /metrics"}),
+           _meta("process_sort_index", METRICS_PID, 0, {"sort_index": METRICS_PID})]  # fmt: skip
+    rows = stages.filter(pl.col("ts").is_not_null() & pl.col("share").is_finite())
+    rows = rows.with_columns(_us=pl.col("ts").cast(pl.Datetime("ms")).dt.epoch("us")).sort("ts")
+    for r in rows.iter_rows(named=True):
+        what = r["category"] or r["measure"]
+        name = f"PP{r['pp_rank']} {what} %"
+        out.append(_counter(name, r["_us"], METRICS_PID, {"pct": round(100 * r["share"], 2)}))
     return out

@@ -24,6 +24,8 @@ from toolkit.load.gpu import trace_formats
 from toolkit.load.gpu.trace import GpuTrace, Topology, load_gpu_trace, load_topology
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
+from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
+from toolkit.load.prometheus import Metrics, load_metrics
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
@@ -114,6 +116,16 @@ class Run:
         if not paths:
             return None
         return load_server_info(paths, clock_offset_s=self.config.clock_offset_s)
+
+    @cached_property
+    def metrics(self) -> Metrics | None:
+        """The server's Prometheus metrics (``/metrics`` snapshots of ``ppscope capture``, a
+        Prometheus API answer), shifted by ``clock_offset_s`` like the GPU trace; None
+        without any."""
+        paths = [p for fmt in METRICS_FORMATS for p in self.files.get(fmt, [])]
+        if not paths:
+            return None
+        return load_metrics(paths, clock_offset_s=self.config.clock_offset_s)
 
     @cached_property
     def launch_spans(self) -> pl.DataFrame:

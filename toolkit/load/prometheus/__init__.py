@@ -1,0 +1,173 @@
+"""SGLang's Prometheus metrics (``/metrics`` with ``--enable-metrics``) as one long table.
+
+Three file formats, recognized by content: ``ppscope capture``'s snapshots (``metrics.jsonl``,
+the exposition text of every scrape), a Prometheus HTTP API answer (``query_range``) and
+AIPerf's ``server_metrics_export.parquet``.
+``load_metrics`` reads any number of them into the declared ``METRICS`` table
+(``toolkit.schema.prometheus``): a row per series per interval, ranks in their own columns,
+counters differenced, histograms as interval means. Everything left out is counted in the
+load's notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from toolkit.errors import UnknownFormat
+from toolkit.load.inputs import check_input
+from toolkit.load.prometheus.aiperf import aiperf_samples, is_aiperf_export
+from toolkit.load.prometheus.exposition import ExpositionReader
+from toolkit.load.prometheus.query_range import is_query_result, query_samples
+from toolkit.load.prometheus.series import RawSamples, intervals
+from toolkit.load.prometheus.snapshots import is_snapshot_file, snapshots
+from toolkit.load.prometheus.tally import Tally
+from toolkit.load.registry import Format
+from toolkit.schema.prometheus import METRICS
+
+__all__ = ["FORMATS", "Metrics", "load_metrics", "sniff_metrics_format", "summarize_metrics"]
+
+SNAPSHOTS = "sglang-metrics-jsonl"
+QUERY_RANGE = "prometheus-query-range"
+AIPERF = "aiperf-server-metrics-parquet"
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The metrics of a run: the ``METRICS`` table, scrapes read, and what was left out."""
+
+    samples: pl.DataFrame
+    scrapes: int
+    notes: list[str] = field(default_factory=list)
+    sources: tuple[str, ...] = ()
+
+    def summary(self) -> dict[str, Any]:
+        """What the files hold: series, scrapes, time span, metrics, ranks and notes."""
+        s = self.samples
+        key = ["source", "metric", "pp_rank", "tp_rank", "dp_rank", "labels"]
+        # an interval's start is a scrape too (a counter's first scrape yields no row)
+        begin = pl.col("ts") - pl.duration(milliseconds=(pl.col("interval_s") * 1e3).round())
+        ts = s.select(pl.coalesce(begin, "ts")).to_series().drop_nulls()
+        end = s["ts"].drop_nulls()
+        ranks = sorted({r for r in s["pp_rank"].to_list() if r is not None})
+        return {
+            "series": s.select(key).unique().height,
+            "scrapes": self.scrapes,
+            "start": ts.min() if ts.len() else None,
+            "end": end.max() if end.len() else None,
+            "metrics": sorted(set(s["metric"].to_list())),
+            "pp_ranks": ranks,
+            "rows": s.height,
+            "notes": list(self.notes),
+        }
+
+
+def _load_snapshots(
+    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool
+) -> int:
+    scrapes, reader = 0, ExpositionReader()
+    for lineno, ts, text in snapshots(path, tally, strict=strict):
+        scrapes += 1
+        for sample in reader.samples(text, tally, f"{path}:{lineno}"):
+            raw.add(str(path), lineno, ts, sample)
+    return scrapes
+
+
+def _load_query(
+    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool
+) -> int:
+    times = set()
+    for ts, sample in query_samples(path, tally, strict=strict):
+        times.add(ts)
+        raw.add(str(path), None, ts, sample)
+    return len(times)
+
+
+def _load_aiperf(
+    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool
+) -> int:
+    frame, scrapes = aiperf_samples(path, tally)
+    frames.append(frame)
+    return scrapes
+
+
+_READERS = {SNAPSHOTS: _load_snapshots, QUERY_RANGE: _load_query, AIPERF: _load_aiperf}
+
+
+def _summarize(path: Path, options: Any = None) -> dict[str, Any]:
+    return summarize_metrics(path)
+
+
+FORMATS: dict[str, Format[Path, Any]] = {
+    f.name: f
+    for f in (
+        Format(
+            SNAPSHOTS,
+            "ppscope capture's /metrics snapshots: one JSON object per scrape with its text",
+            is_snapshot_file,
+            lambda path, options: load_metrics([path]),
+            _summarize,
+            "trace",
+        ),
+        Format(
+            QUERY_RANGE,
+            "a Prometheus HTTP API answer (query_range matrix, or an instant vector)",
+            is_query_result,
+            lambda path, options: load_metrics([path]),
+            _summarize,
+            "trace",
+        ),
+        Format(
+            AIPERF,
+            "AIPerf's server_metrics_export.parquet: /metrics scrapes of a benchmark run",
+            is_aiperf_export,
+            lambda path, options: load_metrics([path]),
+            _summarize,
+            "trace",
+        ),
+    )
+}
+"""Format name → ``Format``, in sniffing order."""
+
+
+def sniff_metrics_format(path: str | Path) -> str | None:
+    """The metrics format of a file from its beginning, else None."""
+    path = check_input(path)
+    return next((f.name for f in FORMATS.values() if f.detect(path)), None)
+
+
+def load_metrics(
+    paths: Iterable[str | Path], *, clock_offset_s: float = 0.0, strict: bool = False
+) -> Metrics:
+    """Every metrics file of a run as one table, times shifted by ``clock_offset_s``.
+
+    Raises
+    ------
+    UnknownFormat
+        A file that is neither format.
+    ParseError
+        A file that cannot be read as its format; with ``strict`` also the first line, series
+        or value that is left out otherwise.
+    """
+    raw, frames, tally, scrapes, sources = RawSamples(), [], Tally(), 0, []
+    for p in paths:
+        path = Path(p)
+        fmt = sniff_metrics_format(path)
+        if fmt is None:
+            raise UnknownFormat(path, "no /metrics snapshots, Prometheus answer or AIPerf export")
+        scrapes += _READERS[fmt](path, raw, frames, tally, strict)
+        sources.append(str(path))
+    table, resets = intervals(pl.concat([raw.frame(), *frames]), clock_offset_s=clock_offset_s)
+    tally.add("reset", n=resets)
+    return Metrics(table.cast(METRICS), scrapes, tally.notes(), tuple(sources))  # type: ignore[arg-type]
+
+
+def summarize_metrics(path: str | Path, *, strict: bool = False) -> dict[str, Any]:
+    """The ``ppscope parse --json`` entry of one metrics file."""
+    path = Path(path)
+    fmt = sniff_metrics_format(path)
+    return {"path": str(path), "format": fmt, **load_metrics([path], strict=strict).summary()}

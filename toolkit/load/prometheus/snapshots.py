@@ -1,0 +1,116 @@
+"""``ppscope capture``'s ``/metrics`` snapshots: one JSON object per scrape, a line each.
+
+Each line is ``{"ts": "2025-05-25T21:40:21.123", "text": "<the exposition, whole>"}``, the
+capture host's local time without a zone (``toolkit.capture.metrics``). Lines are read one at a
+time and never longer than ``MAX_LINE_BYTES``; ``.gz`` is read as is (a cut or corrupt archive
+keeps the scrapes before the damage, and says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import IO
+
+from toolkit.errors import ParseError
+from toolkit.load.inputs import check_input, head_lines
+from toolkit.load.prometheus.tally import Tally
+
+__all__ = ["MAX_LINE_BYTES", "is_snapshot_file", "snapshots"]
+
+MAX_LINE_BYTES = 64 << 20
+"""A scrape of many ranks is a few MB of text; a longer line is something else."""
+_HEAD = re.compile(r'^\{"ts": "\d{4}-\d\d-\d\dT[\d:.]{8,15}", "text": "')
+
+
+def is_snapshot_file(path: Path) -> bool:
+    """True when the first non-empty line starts like a capture snapshot (``{"ts": …,
+    "text": …``); the line itself may be too long to read whole here."""
+    for line in head_lines(path, n=5):
+        if line.strip():
+            return bool(_HEAD.match(line)) or _whole_snapshot(line)
+    return False
+
+
+def _whole_snapshot(line: str) -> bool:
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(record, dict) and set(record) == {"ts", "text"}
+
+
+def snapshots(
+    path: Path, skipped: Tally, *, strict: bool = False
+) -> Iterator[tuple[int, datetime, str]]:
+    """(line number, scrape time, exposition text) of every scrape of the file.
+
+    A line that is no snapshot (cut by a stop, too long, no JSON, a time with a zone) is
+    counted in ``skipped`` by reason; with ``strict`` it raises ``ParseError``.
+    """
+    path = check_input(path)
+    with _open(path) as f:
+        lineno = 0
+        while True:
+            try:
+                raw = f.readline(MAX_LINE_BYTES + 1)
+            except (OSError, EOFError, zlib.error):
+                skipped.add("gzip", f"{path}: after line {lineno}")
+                return
+            if not raw:
+                return
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                with contextlib.suppress(OSError, EOFError, zlib.error):
+                    while (more := f.readline(1 << 20)) and not more.endswith(b"\n"):
+                        pass  # the rest of the over-long line, read in bounded pieces
+                _reject(path, lineno, "line longer than 64 MiB", raw[:200], skipped, strict)
+                continue
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if not line.strip():
+                skipped.add("blank")
+                continue
+            found = _snapshot(line)
+            if isinstance(found, str):
+                _reject(path, lineno, found, line, skipped, strict)
+                continue
+            yield lineno, *found
+
+
+def _open(path: Path) -> IO[bytes]:
+    with path.open("rb") as f:
+        magic = f.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else path.open("rb")
+
+
+def _snapshot(line: str) -> tuple[datetime, str] | str:
+    """(time, text) of a snapshot line, or why it is none."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return "not a JSON object (a line cut short?)"
+    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+        return 'not a snapshot: a JSON object with "ts" and "text" expected'
+    stamp = record.get("ts")
+    try:
+        ts = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        ts = None
+    if ts is None or ts.tzinfo is not None:
+        return f"ts {str(stamp)[:40]!r} is no local time such as 2025-05-25T21:40:21.123"
+    return ts, record["text"]
+
+
+def _reject(
+    path: Path, lineno: int, reason: str, line: str | bytes, skipped: Tally, strict: bool
+) -> None:
+    if strict:
+        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+        raise ParseError(path, lineno, reason, text)
+    skipped.add("bad line", f"{path}:{lineno}: {reason}")
