@@ -154,3 +154,37 @@ def test_running_never_exceeds_what_a_placed_run_offered() -> None:
     phases = decode_phases(lines, _bench([1, 2]))
     assert phases["offered"].to_list() == [None, None]
     assert not any(phases["placed"].to_list())
+
+
+def _decode_lines(rows: list[tuple[datetime, int, int, float]]) -> pl.DataFrame:
+    """PP0 decode lines of a PP8 launch: (time, #running-req, #token, gen throughput)."""
+    return pl.DataFrame(
+        {
+            "ts": [r[0] for r in rows],
+            "kind": ["decode"] * len(rows),
+            "dp": [None] * len(rows),
+            "pp": [0] * len(rows),
+            "tp": [None] * len(rows),
+            "running_req": [r[1] for r in rows],
+            "token": [r[2] for r in rows],
+            "gen_tok_s": [r[3] for r in rows],
+            "queue_req": [0] * len(rows),
+        },
+        schema_overrides={"dp": pl.Int32, "pp": pl.Int32, "tp": pl.Int32},
+    )
+
+
+def test_a_pause_is_judged_against_the_line_cadence_on_both_sides() -> None:
+    """PP8 with --decode-log-interval 100: one request logs every ~16.5 s, then a burst of 32
+    fills 8 slots and logs every ~2 s. The 21 s gap between the runs is less than twice the slow
+    cadence, but more than the two cadences together; a 3 s gap inside the fast run is not."""
+    t0 = datetime(2026, 5, 12, 9, 31, 46)
+    slow = [(t0 + timedelta(seconds=16.5 * i), 1, 350 + 100 * i, 6.1) for i in range(5)]
+    start = slow[-1][0] + timedelta(seconds=21)
+    fast_s = [0, 2, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 28, 30, 32, 34, 36, 38, 40]
+    fast = [(start + timedelta(seconds=s), 4, 8556 + 400 * i, 191.0) for i, s in enumerate(fast_s)]
+    lines = _decode_lines(slow + fast)
+    for bench in (None, _bench([1, 32])):
+        phases = decode_phases(lines, bench, pp_size=8)
+        assert phases["decode_lines"].to_list() == [5, 20]
+        assert phases["start"][1] == start

@@ -181,14 +181,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     # (test, scenario, variation) → what ppscope said, and why
     ("causes", "pp8-running-cap", "decode-interval-100"): _QUEUE_MEDIAN.format(n="20 of 41"),
     ("causes", "pp8-running-cap", "warmup"): _QUEUE_MEDIAN.format(n="51 of 103"),
-    ("stray", "pp8-healthy-full", "decode-interval-100"): (
-        "prefill-interference high (0.33, measured): analyze/phases splits phases at idle "
-        "pauses between decode lines, but PP8 at c=1 with --decode-log-interval 100 logs a "
-        "decode line every ~16 s (100 rounds of 163 ms), more than the 15 s pause: phase 0 "
-        "(09:31:46-09:33:38) runs from the c=1 run into the c=32 one and phase 1 "
-        "(09:33:41-53) is left unplaced, so decode windows of the c=1 run are weighed against "
-        "the c=32 burst"
-    ),
     ("impacts", "pp8-several-causes", "waves"): _GRAPH_REFERENCE.format(
         what="with 4 waves the KV-bound c=64 phase contributes graph lines at b=1..4 with "
         "steps of 1.7-10.8 ms (windows full of re-prefill)",

@@ -57,6 +57,10 @@ MIN_PHASE_GAP_S = 2.0
 UNGUIDED_GAP_S = 4.0
 """Without benchmark runs to match, a pause must be this long to start a phase."""
 
+PAUSE_SCORE = 1.0
+"""Without benchmark runs to match, a pause must also exceed the typical line interval before
+it plus the one after it (``_phase_breaks``)."""
+
 PREFILL_LOOKBACK_S = 30.0
 """Prefill lines this long before a phase's first decode line still belong to the phase."""
 
@@ -115,9 +119,10 @@ def decode_phases(
         The run's benchmark results (``load_bench(...).runs``), in the order they ran.
     gap_s
         A pause between decode lines longer than this starts a new phase. By default a pause
-        starts one when it is at least 4 s and twice the line interval around it (a PP layout
-        with one busy slot logs every few seconds, a full one several times a second); when
-        that finds fewer phases than benchmark runs, the most outstanding pauses are taken.
+        starts one when it is at least 4 s and longer than the typical line interval before it
+        plus the one after it (a PP layout with one busy slot logs every few seconds, a full
+        one several times a second; ``--decode-log-interval`` scales both); when that finds
+        fewer phases than benchmark runs, the most outstanding pauses are taken.
     pp_size
         The launch's ``pp_size``: above 1 a decode line's ``#running-req`` is one micro-batch.
         By default, the stages that printed lines.
@@ -413,14 +418,19 @@ def _phase_breaks(gaps: pl.Series, gap_s: float | None, runs: int | None) -> lis
     """For each decode line: does a new phase start there? ``gaps`` are ``_pauses``."""
     if gap_s is not None:
         return (gaps > gap_s).fill_null(False).to_list()
-    # How outstanding a pause is: over the typical interval just before and just after it.
+    # How outstanding a pause is: over the line cadence on both sides of it. The line after a
+    # pause closes a window that holds the rest of the old phase's cadence, the pause and the
+    # start of the new phase's cadence, so the two typical intervals add up (a slow phase, e.g.
+    # one busy PP slot with a long --decode-log-interval, next to a fast one).
     frame = pl.DataFrame(gaps).with_columns(
         before=pl.col("gap").shift(1).rolling_median(3, min_samples=1),
         after=pl.col("gap").reverse().shift(1).rolling_median(3, min_samples=1).reverse(),
     )
-    local = pl.max_horizontal(pl.col("before").fill_null(0.0), pl.col("after").fill_null(0.0))
+    before = pl.coalesce("before", "after").fill_null(0.0)
+    after = pl.coalesce("after", "before").fill_null(0.0)
+    cadence = before + after
     frame = frame.with_columns(
-        score=pl.when(local > 0).then(pl.col("gap") / local).otherwise(float("inf")),
+        score=pl.when(cadence > 0).then(pl.col("gap") / cadence).otherwise(float("inf")),
         index=pl.int_range(pl.len()),
     )
     candidates = frame.filter(pl.col("gap") >= MIN_PHASE_GAP_S)
@@ -429,7 +439,9 @@ def _phase_breaks(gaps: pl.Series, gap_s: float | None, runs: int | None) -> lis
     else:
         # Unguided, a refill of a closed-loop benchmark (all requests finish together, the next
         # wave prefills) pauses the lines for a second or two: not a new phase.
-        chosen = candidates.filter((pl.col("gap") >= UNGUIDED_GAP_S) & (pl.col("score") >= 2.0))
+        chosen = candidates.filter(
+            (pl.col("gap") >= UNGUIDED_GAP_S) & (pl.col("score") >= PAUSE_SCORE)
+        )
     starts = set(chosen["index"].to_list())
     return [i in starts for i in range(frame.height)]
 
