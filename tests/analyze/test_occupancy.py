@@ -73,6 +73,31 @@ def test_prompt_length_discounts_chunk_continuations() -> None:
     assert prompt_length(prefill.head(0), 8192) is None
 
 
+def test_prompt_length_reads_whole_budget_prompts_from_the_queue() -> None:
+    """Prompts of exactly the 8192-token budget: every pass is full, yet none is cut, for each
+    takes one request from the queue (63 → 60). Prompts of 20000 tokens: the queue stands
+    still while a request's rest carries on (2.44 passes each)."""
+    whole = pl.DataFrame(
+        {
+            "new_seq": [1, 1, 1, 1],
+            "new_token": [8192] * 4,
+            "cached_token": [0] * 4,
+            "queue_req": [63, 62, 61, 60],
+        }
+    )
+    assert prompt_length(whole, 8192) == pytest.approx(8192)
+    cut = pl.DataFrame(
+        {
+            "new_seq": [1, 1, 2, 1, 1],
+            "new_token": [8192, 8192, 8192, 8192, 7232],
+            "cached_token": [0] * 5,
+            "queue_req": [3, 3, 2, 2, 2],
+        }
+    )
+    assert prompt_length(cut, 8192) == pytest.approx(20000)
+    assert prompt_length(cut.drop("queue_req"), 8192) == pytest.approx(20000)
+
+
 def test_phase_breaks_follow_the_benchmark_count() -> None:
     t0 = datetime(2026, 1, 1)
     # Two phases with a 5 s pause, and wave refills (2 s) inside the second one.

@@ -207,22 +207,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "subtracts that assumed share from the 60 % idle it measures: the eager launch gaps the "
         "assumption misses become 'unexplained' (the GPU idle is the eager cost, 0.60)"
     ),
-    ("stray", "pp8-several-causes", "no-bench"): (
-        "unexplained-slowdown high (0.35, measured): without results the running estimate "
-        "assumes OSL = ISL (analyze/occupancy) and the steady windows drift; cuda-graph-miss "
-        "comes out medium and kv-cache-pressure at an assumed 0.98"
-    ),
-    ("impacts", "pp8-several-causes", "no-bench"): (
-        "cuda-graph-miss 0.065 (measured) against 0.375: without results the per-line running "
-        "estimate (analyze/occupancy, OSL assumed = ISL) feeds graph_effect's step times; "
-        "kv-cache-pressure is assumed at 0.98 against 0.40"
-    ),
-    ("causes", "pp8-several-causes", "no-bench"): (
-        "cuda-graph-miss medium (measured, 0.065): without results the phases have no output "
-        "length, analyze/occupancy assumes OSL = ISL, and the per-line running estimate that "
-        "graph_effect's step times rest on is off (most likely reading: the eager share at the "
-        "chosen load is right, the slowdown is not)"
-    ),
     ("stray", "pp8-running-cap", "gpu-5s"): (
         "unexplained-slowdown high (0.34, measured): the busy share of a phase is the mean of "
         "the samples stamped inside its steady window; at 5 s one of the three (09:34:40.139, "
@@ -265,9 +249,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         check="unexplained-slowdown",
         need="benchmark results",
         finding="it high (0.54, measured from the idle slowest stage and the log)",
-    ),
-    ("skipped", "pp8-several-causes", "no-bench"): _SKIPPED_FOUND.format(
-        check="unexplained-slowdown", need="benchmark results", finding="it high (0.35)"
     ),
     ("skipped", "pp8-unexplained", "unknown-model"): _SKIPPED_FOUND.format(
         check="unexplained-slowdown",

@@ -82,8 +82,11 @@ QUEUED_WEIGHT = 0.25
 def prompt_length(prefill: pl.DataFrame, chunked_prefill_size: int | None = None) -> float | None:
     """Mean prompt tokens per request from Prefill lines of one stage; None without any.
 
-    A pass that fills the chunk budget ends with a request cut in two, whose rest shows up as
+    A pass that fills the chunk budget may end with a request cut in two, whose rest shows up as
     one more ``#new-seq`` in the next pass; those continuations are not counted as requests.
+    Whether the next pass carried one is read from ``#queue-req`` where it says: a request
+    taken from the queue lowers it by one, a continuation does not (a prompt exactly the size
+    of the budget fills passes without any cut). Elsewhere a full pass is taken as cut.
     """
     if not {"new_seq", "new_token"} <= set(prefill.columns):
         return None
@@ -94,10 +97,23 @@ def prompt_length(prefill: pl.DataFrame, chunked_prefill_size: int | None = None
     tokens = float(df.select((pl.col("new_token") + cached).sum()).item() or 0)
     seqs = int(df["new_seq"].sum() or 0)
     if chunked_prefill_size and chunked_prefill_size > 0:
-        full = df.filter(pl.col("new_token") >= chunked_prefill_size)
-        # A full pass whose successor is the phase's last never splits into a next pass.
-        seqs -= min(full.height, max(df.height - 1, 0))
+        seqs -= _continuations(df, chunked_prefill_size)
     return tokens / seqs if seqs > 0 and tokens > 0 else None
+
+
+def _continuations(prefill: pl.DataFrame, chunk: int) -> int:
+    """Passes that carried on a request the pass before cut (see ``prompt_length``)."""
+    full = (prefill["new_token"] >= chunk).to_list()
+    seqs = prefill["new_seq"].to_list()
+    queue = prefill["queue_req"].to_list() if "queue_req" in prefill.columns else [None] * len(seqs)
+    count = 0
+    for k in range(1, len(seqs)):
+        if not full[k - 1]:
+            continue
+        before, after = queue[k - 1], queue[k]
+        carried = None if before is None or after is None else seqs[k] - (before - after)
+        count += carried if carried in (0, 1) else 1
+    return count
 
 
 def decode_phases(
