@@ -213,3 +213,33 @@ def test_a_pause_is_judged_against_the_line_cadence_on_both_sides() -> None:
         phases = decode_phases(lines, bench, pp_size=8)
         assert phases["decode_lines"].to_list() == [5, 20]
         assert phases["start"][1] == start
+
+
+def test_the_warm_up_before_a_run_is_not_its_prompt() -> None:
+    """SGLang's warm-up request (7 tokens) prefills 15 s before the first request of a c=1 run
+    (256 tokens), within the look-back: only the burst that leads into the phase counts, and
+    without an output length the peak is not read as if nothing had been generated."""
+    t0 = datetime(2026, 5, 12, 9, 31, 53)
+    prefill = pl.DataFrame(
+        {
+            "ts": [t0, t0 + timedelta(seconds=15)],
+            "kind": ["prefill"] * 2,
+            "dp": [None] * 2,
+            "pp": [0] * 2,
+            "tp": [None] * 2,
+            "new_seq": [1, 1],
+            "new_token": [7, 256],
+            "cached_token": [0, 0],
+            "running_req": [0, 0],
+            "queue_req": [0, 0],
+        },
+        schema_overrides={"ts": pl.Datetime("ms"), **dict.fromkeys(("dp", "pp", "tp"), pl.Int32)},
+    )
+    start = t0 + timedelta(seconds=17)
+    decode = _decode_lines(
+        [(start + timedelta(seconds=3 * i), 1, 290 + 40 * i, 14.2) for i in range(10)]
+    ).with_columns(pl.col("ts").cast(pl.Datetime("ms")))
+    lines = pl.concat([prefill, decode], how="diagonal_relaxed").sort("ts")
+    phase = decode_phases(lines, pp_size=8).row(0, named=True)
+    assert phase["input_len"] == pytest.approx(256)
+    assert phase["peak_running"] == pytest.approx(1, abs=0.2)

@@ -61,6 +61,10 @@ PAUSE_SCORE = 1.0
 """Without benchmark runs to match, a pause must also exceed the typical line interval before
 it plus the one after it (``_phase_breaks``)."""
 
+BURST_GAP_S = 4.0
+"""Prefill lines before a phase's first decode line belong to its burst back to a pause this
+long between two of them."""
+
 PREFILL_LOOKBACK_S = 30.0
 """Prefill lines this long before a phase's first decode line still belong to the phase."""
 
@@ -192,6 +196,7 @@ def decode_phases(
         window = prefill.filter(pl.col("ts").is_between(lookback, span["end"]))
         if previous_end is not None:
             window = window.filter(pl.col("ts") > previous_end)
+        window = window.filter(pl.col("ts") >= _burst_start(window["ts"], span["start"]))
         previous_end = span["end"]
         rows.append(
             {
@@ -241,6 +246,19 @@ def decode_phases(
     return pl.DataFrame(out, schema=PHASES, orient="row")
 
 
+def _burst_start(prefill_ts: pl.Series, start: datetime) -> datetime:
+    """The first Prefill line of the burst that led into a phase starting at ``start``: the
+    lines before its first decode line back to a pause of ``BURST_GAP_S`` without any (a
+    request decoded alone before the run, such as SGLang's warm-up, is not the run's)."""
+    before = sorted(t for t in prefill_ts.to_list() if t is not None and t < start)
+    first = start
+    for t in reversed(before):
+        if first is not start and (first - t).total_seconds() > BURST_GAP_S:
+            break
+        first = t
+    return first
+
+
 def _peak_running(phase: dict[str, Any], isl: float | None, osl: float | None) -> float | None:
     """Requests in flight at a phase's peak: the largest whole batch when lines show one, else
     the prompt tokens ``#token`` holds over the prompt length, never below what ``#token``
@@ -250,10 +268,11 @@ def _peak_running(phase: dict[str, Any], isl: float | None, osl: float | None) -
     token = phase["_peak_token"]
     if token is None or not isl or isl <= 0:
         return None
-    floor = float(token) / (isl + (osl or 0.0))
+    # Without an output length nothing bounds it from below: every request could be at its end.
+    floor = float(token) / (isl + osl) if osl else 0.0
     prompts = phase["_prompts"]
     if prompts is None or not math.isfinite(prompts):
-        return floor
+        return floor or None
     return max(floor, min(float(prompts), float(token)) / isl)
 
 
