@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.phases import decode_phases
@@ -165,3 +168,46 @@ def test_the_estimate_of_one_phase_by_hand() -> None:
     assert out[0] == pytest.approx((4.0, 10.0))
     assert out[1][0] == pytest.approx(3.0, abs=0.15)
     assert running_in_phase(lines, float("nan"), prefill_logged=True)[0][0] != 4.0
+
+
+_tokens = st.floats(0, 1e7, allow_nan=False, allow_infinity=False)
+_lines_st = st.lists(
+    st.builds(PhaseLine, token=_tokens, made=_tokens, admitted=_tokens, slack=st.floats(0, 1e4)),
+    max_size=40,
+)
+
+
+@given(_lines_st, st.floats(1, 1e5), st.booleans())
+def test_the_count_is_finite_and_never_above_the_admissions(
+    lines: list[PhaseLine], prompt: float, logged: bool
+) -> None:
+    out = running_in_phase(lines, prompt, prefill_logged=logged)
+    assert len(out) == len(lines)
+    admitted = out[0][0] if out else 0.0  # the first line's requests, logged or not
+    for k, (line, (running, generated)) in enumerate(zip(lines, out, strict=True)):
+        admitted += line.admitted / prompt if k > 0 else 0.0
+        assert math.isfinite(running) and running >= 0
+        assert math.isfinite(generated) and generated >= 0
+        if logged:
+            assert running <= admitted * (1 + 1e-9) + 1e-6
+
+
+@given(st.lists(st.floats(0, 2e3), min_size=1, max_size=30), st.integers(1, 64))
+def test_with_nothing_freed_every_admitted_request_runs(made: list[float], n: int) -> None:
+    """#token = prompts + everything generated: nobody finished, all ``n`` still run."""
+    prompt, token, lines = 300.0, n * 300.0, []
+    for m in made:
+        token += m
+        lines.append(PhaseLine(token=token, made=m, admitted=n * prompt if not lines else 0.0))
+    for running, _ in running_in_phase(lines, prompt, prefill_logged=True):
+        assert running == pytest.approx(n, rel=1e-6)
+
+
+def test_a_log_that_starts_while_requests_run() -> None:
+    """The Prefill lines of the requests running when the log begins are not in it: the first
+    line's prompts are what #token holds beyond the window's generation."""
+    lines = [
+        PhaseLine(token=4400, made=400, admitted=0),
+        PhaseLine(token=4800, made=400, admitted=0),
+    ]
+    assert [n for n, _ in running_in_phase(lines, 100.0, prefill_logged=True)] == [40.0, 40.0]

@@ -68,7 +68,9 @@ def running_in_phase(
             # The first line's window reaches back to the last line of the run before: what
             # #token holds beyond the admitted prompts was generated.
             made = max(made, line.token - tokens_in)
-        if k == 0 and not prefill_logged:
+        if k == 0 and (not prefill_logged or tokens_in <= 0):
+            # No Prefill line before the phase's first decode line (a log that starts while
+            # requests run): what #token holds beyond the window's generation are prompts.
             tokens_in = max(line.token - made, 0.0)
         new = tokens_in / prompt
         # A phase's first requests were admitted before it decoded; later ones mid-window.
