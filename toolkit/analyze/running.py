@@ -1,13 +1,13 @@
 """Requests running under PP, line by line, from what the KV pool holds and what was admitted.
 
 Under pipeline parallelism a decode line's ``#running-req`` is one micro-batch slot; the
-scheduler's total is not logged. ``#token`` is (all slots' KV tokens), and the reference stage's
-Prefill lines say how many prompt tokens were admitted between two decode lines. Every running
-request gains one token per round, so the tokens generated in a line's window
-(``gen throughput`` × the window) raise each running request's count by that over the requests
-running. What ``#token`` holds less than admitted prompts plus generated tokens was freed by
-finished requests; each held its prompt plus what it had generated, the oldest admitted
-finishing first. So
+scheduler's total is not logged. ``#token`` counts the KV tokens of all slots, and the reference
+stage's Prefill lines say how many prompt tokens were admitted between two decode lines. Every
+running request gains one token per round, so the tokens generated in a line's window
+(``gen throughput`` × the window) over the requests running is what each of them gained. What
+``#token`` holds less than the admitted prompts and the generated tokens was freed by finished
+requests, each of which held its prompt plus what it had generated; the estimate takes the
+oldest admitted as the first to finish (in a closed loop they have run longest). So
 
     running = admitted − finished,   finished = freed tokens / (prompt + generated so far)
 
