@@ -73,6 +73,31 @@ def test_prompt_length_discounts_chunk_continuations() -> None:
     assert prompt_length(prefill.head(0), 8192) is None
 
 
+def test_prompt_length_reads_whole_budget_prompts_from_the_queue() -> None:
+    """Prompts of exactly the 8192-token budget: every pass is full, yet none is cut, for each
+    takes one request from the queue (63 → 60). Prompts of 20000 tokens: the queue stands
+    still while a request's rest carries on (2.44 passes each)."""
+    whole = pl.DataFrame(
+        {
+            "new_seq": [1, 1, 1, 1],
+            "new_token": [8192] * 4,
+            "cached_token": [0] * 4,
+            "queue_req": [63, 62, 61, 60],
+        }
+    )
+    assert prompt_length(whole, 8192) == pytest.approx(8192)
+    cut = pl.DataFrame(
+        {
+            "new_seq": [1, 1, 2, 1, 1],
+            "new_token": [8192, 8192, 8192, 8192, 7232],
+            "cached_token": [0] * 5,
+            "queue_req": [3, 3, 2, 2, 2],
+        }
+    )
+    assert prompt_length(cut, 8192) == pytest.approx(20000)
+    assert prompt_length(cut.drop("queue_req"), 8192) == pytest.approx(20000)
+
+
 def test_phase_breaks_follow_the_benchmark_count() -> None:
     t0 = datetime(2026, 1, 1)
     # Two phases with a 5 s pause, and wave refills (2 s) inside the second one.
@@ -154,3 +179,67 @@ def test_running_never_exceeds_what_a_placed_run_offered() -> None:
     phases = decode_phases(lines, _bench([1, 2]))
     assert phases["offered"].to_list() == [None, None]
     assert not any(phases["placed"].to_list())
+
+
+def _decode_lines(rows: list[tuple[datetime, int, int, float]]) -> pl.DataFrame:
+    """PP0 decode lines of a PP8 launch: (time, #running-req, #token, gen throughput)."""
+    return pl.DataFrame(
+        {
+            "ts": [r[0] for r in rows],
+            "kind": ["decode"] * len(rows),
+            "dp": [None] * len(rows),
+            "pp": [0] * len(rows),
+            "tp": [None] * len(rows),
+            "running_req": [r[1] for r in rows],
+            "token": [r[2] for r in rows],
+            "gen_tok_s": [r[3] for r in rows],
+            "queue_req": [0] * len(rows),
+        },
+        schema_overrides={"dp": pl.Int32, "pp": pl.Int32, "tp": pl.Int32},
+    )
+
+
+def test_a_pause_is_judged_against_the_line_cadence_on_both_sides() -> None:
+    """PP8 with --decode-log-interval 100: one request logs every ~16.5 s, then a burst of 32
+    fills 8 slots and logs every ~2 s. The 21 s gap between the runs is less than twice the slow
+    cadence, but more than the two cadences together; a 3 s gap inside the fast run is not."""
+    t0 = datetime(2026, 5, 12, 9, 31, 46)
+    slow = [(t0 + timedelta(seconds=16.5 * i), 1, 350 + 100 * i, 6.1) for i in range(5)]
+    start = slow[-1][0] + timedelta(seconds=21)
+    fast_s = [0, 2, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 28, 30, 32, 34, 36, 38, 40]
+    fast = [(start + timedelta(seconds=s), 4, 8556 + 400 * i, 191.0) for i, s in enumerate(fast_s)]
+    lines = _decode_lines(slow + fast)
+    for bench in (None, _bench([1, 32])):
+        phases = decode_phases(lines, bench, pp_size=8)
+        assert phases["decode_lines"].to_list() == [5, 20]
+        assert phases["start"][1] == start
+
+
+def test_the_warm_up_before_a_run_is_not_its_prompt() -> None:
+    """SGLang's warm-up request (7 tokens) prefills 15 s before the first request of a c=1 run
+    (256 tokens), within the look-back: only the burst that leads into the phase counts, and
+    without an output length the peak is not read as if nothing had been generated."""
+    t0 = datetime(2026, 5, 12, 9, 31, 53)
+    prefill = pl.DataFrame(
+        {
+            "ts": [t0, t0 + timedelta(seconds=15)],
+            "kind": ["prefill"] * 2,
+            "dp": [None] * 2,
+            "pp": [0] * 2,
+            "tp": [None] * 2,
+            "new_seq": [1, 1],
+            "new_token": [7, 256],
+            "cached_token": [0, 0],
+            "running_req": [0, 0],
+            "queue_req": [0, 0],
+        },
+        schema_overrides={"ts": pl.Datetime("ms"), **dict.fromkeys(("dp", "pp", "tp"), pl.Int32)},
+    )
+    start = t0 + timedelta(seconds=17)
+    decode = _decode_lines(
+        [(start + timedelta(seconds=3 * i), 1, 290 + 40 * i, 14.2) for i in range(10)]
+    ).with_columns(pl.col("ts").cast(pl.Datetime("ms")))
+    lines = pl.concat([prefill, decode], how="diagonal_relaxed").sort("ts")
+    phase = decode_phases(lines, pp_size=8).row(0, named=True)
+    assert phase["input_len"] == pytest.approx(256)
+    assert phase["peak_running"] == pytest.approx(1, abs=0.2)

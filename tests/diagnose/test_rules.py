@@ -29,6 +29,7 @@ from functools import cache
 import polars as pl
 import pytest
 from helpers import TEST_DATA
+from helpers.scenarios import build_variant
 
 from toolkit.diagnose import FINDING_IDS, RULES, Finding, RunAnalysis, diagnose, rank
 from toolkit.load.run import load_run
@@ -95,7 +96,14 @@ def test_lock_step_logging_is_an_info_note_never_a_fault() -> None:
     note = next(f for f in found if f.id == "pp-lockstep-logging")
     assert note.severity == "info"
     assert "not the total" in note.summary
+    assert "every 40th" in note.summary  # SGLang's default --decode-log-interval
     assert note.evidence["running_req"].n_unique() >= 1
+
+
+def test_lock_step_note_names_the_run_s_log_interval(tmp_path) -> None:
+    run = build_variant("pp8-healthy-full", "decode-interval-100", tmp_path / "run")
+    note = next(f for f in diagnose([RunAnalysis(run)]) if f.id == "pp-lockstep-logging")
+    assert "every 100th" in note.summary
 
 
 def test_incident_evidence_names_four_of_sixteen_slots() -> None:

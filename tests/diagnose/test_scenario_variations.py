@@ -125,27 +125,11 @@ DEGRADED: dict[str, dict[str, Degraded]] = {
 
 # -- known failures -------------------------------------------------------------------------------
 
-_OCCUPANCY = (
-    "analyze/occupancy.slot_occupancy estimates running requests from #token with a wave model "
-    "that assumes equal output lengths (and, under TP, ignores the exact #running-req): "
-)
-_TP_RUNNING = (
-    _OCCUPANCY + "at c=64 under TP running_est reads 84 (#running-req 64); without the "
-    "benchmark's TPOT (0.4.6's printed block has none) diagnose/slots.measured_round falls back "
-    "to running_est / gen_tok_s = 34 ms against 26 ms measured, and diagnose/residual."
-    "_from_model calls 39 % of the step unexplained (0.19 with the JSONL: already near the line)"
-)
-_JITTER_TP = (
-    _OCCUPANCY + "with OSL drawn at random the first requests finish mid-phase, the estimate "
-    "jumps to 280 running at 35 #running-req (TP, c=64), steady_lines picks those 3 drain "
-    "lines as the steady window, and residual._from_model models 266 requests: 27 % "
-    "unexplained-slowdown (modelled)"
-)
-_JITTER_PP = (
-    _OCCUPANCY + "with OSL drawn at random the steady window lands on the drain (5 lines, "
-    "running_est 51 > the 32 offered, active slots 8.3): the under-filled 10+10+11+1 phase "
-    "reads as full, pp-underfilled-slots is not found, and residual._from_idle turns the "
-    "draining stages' idle 65 % into unexplained-slowdown"
+_ONE_SLOT = (
+    "analyze/occupancy.slot_occupancy's active_slots_est divides the running requests by the "
+    "one slot the lines show: at c=128 every line shows the same slot of 21 (40 steps over 8 "
+    "active slots land on one slot), while the admission replay fills 21+21+22+21+10+11+11+11, "
+    "so 128 running read as 6.1 active slots of 8"
 )
 _QUEUE_MEDIAN = (
     "diagnose/admission.binding_limits keeps a phase only when the median #queue-req of its "
@@ -181,14 +165,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     # (test, scenario, variation) → what ppscope said, and why
     ("causes", "pp8-running-cap", "decode-interval-100"): _QUEUE_MEDIAN.format(n="20 of 41"),
     ("causes", "pp8-running-cap", "warmup"): _QUEUE_MEDIAN.format(n="51 of 103"),
-    ("stray", "pp8-healthy-full", "decode-interval-100"): (
-        "prefill-interference high (0.33, measured): analyze/phases splits phases at idle "
-        "pauses between decode lines, but PP8 at c=1 with --decode-log-interval 100 logs a "
-        "decode line every ~16 s (100 rounds of 163 ms), more than the 15 s pause: phase 0 "
-        "(09:31:46-09:33:38) runs from the c=1 run into the c=32 one and phase 1 "
-        "(09:33:41-53) is left unplaced, so decode windows of the c=1 run are weighed against "
-        "the c=32 burst"
-    ),
     ("impacts", "pp8-several-causes", "waves"): _GRAPH_REFERENCE.format(
         what="with 4 waves the KV-bound c=64 phase contributes graph lines at b=1..4 with "
         "steps of 1.7-10.8 ms (windows full of re-prefill)",
@@ -203,51 +179,33 @@ KNOWN: dict[tuple[str, str, str], str] = {
         got="0.73",
         want="0.38",
     ),
-    ("stray", "tp8-graph-miss", "length-jitter"): _JITTER_TP,
-    ("causes", "pp8-old-format-0.5.5", "length-jitter"): _JITTER_PP,
-    ("stray", "pp8-old-format-0.5.5", "length-jitter"): _JITTER_PP,
+    ("stray", "tp8-graph-miss", "length-jitter"): (
+        "unexplained-slowdown high (0.27, modelled): the steady window is the 64-request "
+        "stretch (33 ms a step, every step eager), but diagnose/residual._from_model lengthens "
+        "the modelled 11 ms step by the cuda-graph-miss impact averaged over the whole phase "
+        "(0.53: the drain's lines at batch <= 32 ran on graphs, 91 % of the tokens eager) to "
+        "24 ms, and calls the rest unexplained"
+    ),
     ("causes", "pp8-several-causes", "length-jitter"): (
-        _OCCUPANCY + "played with lengths drawn at random the causes cost 0.65 (under-filled), "
-        "0.32 (eager) and 0.54 (KV); ppscope gives pp-underfilled-slots medium and "
-        "cuda-graph-miss low: the steady windows sit in the drains"
+        "played with lengths drawn at random the causes cost 0.65 (under-filled, c=32), 0.32 "
+        "(eager, c=128) and 0.54 (KV); the steady windows hold the offered 32 and 128, but "
+        + _ONE_SLOT
+        + ": diagnose/slots.pp_underfilled_slots sizes that phase (medium, 0.15), and "
+        "cuda-graph-miss is medium (0.085): analyze/effects.graph_effect's line through the "
+        "graph lines rests on the drains' small batches (b 1-8, 1.1-15.7 ms a step), so an "
+        "eager step at b 21 reads 1.1x a graph step"
     ),
     ("impacts", "pp8-several-causes", "length-jitter"): (
-        "cuda-graph-miss 0.000 (measured, low) against 0.32 played: graph_effect reads an eager "
-        "step as no slower than a graph step, its per-line step time resting on the running "
-        "estimate of analyze/occupancy, which the drawn output lengths derail"
+        "cuda-graph-miss 0.085 (measured) against 0.32 played: analyze/effects.graph_effect "
+        "reads an eager step at b 21 as 1.1x the line through the graph lines, which come only "
+        "from the drains (b 1-8, 1.1-15.7 ms a step); pp-underfilled-slots 0.15 against 0.65: "
+        + _ONE_SLOT
     ),
     ("stray", "tp8-graph-miss", "single-phase"): (
         "unexplained-slowdown high (0.26, measured): with no graph step near batch 64 "
         "cuda-graph-miss assumes 1.5x (0.33, labelled assumed), and diagnose/residual._from_idle "
         "subtracts that assumed share from the 60 % idle it measures: the eager launch gaps the "
         "assumption misses become 'unexplained' (the GPU idle is the eager cost, 0.60)"
-    ),
-    ("stray", "tp8-old-format-0.4.6", "bench-stdout"): _TP_RUNNING,
-    ("causes", "pp4x-tp2-old-format-0.5.5", "no-bench"): (
-        "pp-underfilled-slots missing: without results the phases have no offered load and no "
-        "output length; analyze/occupancy assumes OSL = ISL (273, from the prefill lines), the "
-        "#token estimate rises through the phase and the steady window is the last 5 lines, "
-        "during the drain (3.5 active slots of 4): the phase reads as nearly full"
-    ),
-    ("stray", "pp4x-tp2-old-format-0.5.5", "no-bench"): (
-        "unexplained-slowdown high (0.51, measured): the steady window is the drain at the end "
-        "of the phase (analyze/occupancy without an output length), where stage 3 is busy 49 %"
-    ),
-    ("stray", "pp8-several-causes", "no-bench"): (
-        "unexplained-slowdown high (0.35, measured): without results the running estimate "
-        "assumes OSL = ISL (analyze/occupancy) and the steady windows drift; cuda-graph-miss "
-        "comes out medium and kv-cache-pressure at an assumed 0.98"
-    ),
-    ("impacts", "pp8-several-causes", "no-bench"): (
-        "cuda-graph-miss 0.065 (measured) against 0.375: without results the per-line running "
-        "estimate (analyze/occupancy, OSL assumed = ISL) feeds graph_effect's step times; "
-        "kv-cache-pressure is assumed at 0.98 against 0.40"
-    ),
-    ("causes", "pp8-several-causes", "no-bench"): (
-        "cuda-graph-miss medium (measured, 0.065): without results the phases have no output "
-        "length, analyze/occupancy assumes OSL = ISL, and the per-line running estimate that "
-        "graph_effect's step times rest on is off (most likely reading: the eager share at the "
-        "chosen load is right, the slowdown is not)"
     ),
     ("stray", "pp8-running-cap", "gpu-5s"): (
         "unexplained-slowdown high (0.34, measured): the busy share of a phase is the mean of "
@@ -291,12 +249,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         check="unexplained-slowdown",
         need="benchmark results",
         finding="it high (0.54, measured from the idle slowest stage and the log)",
-    ),
-    ("skipped", "pp8-several-causes", "no-bench"): _SKIPPED_FOUND.format(
-        check="unexplained-slowdown", need="benchmark results", finding="it high (0.35)"
-    ),
-    ("skipped", "pp4x-tp2-old-format-0.5.5", "no-bench"): _SKIPPED_FOUND.format(
-        check="unexplained-slowdown", need="benchmark results", finding="it high (0.51)"
     ),
     ("skipped", "pp8-unexplained", "unknown-model"): _SKIPPED_FOUND.format(
         check="unexplained-slowdown",

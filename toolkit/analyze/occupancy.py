@@ -1,18 +1,19 @@
 """Micro-batch slot occupancy: how many PP slots really held requests, phase by phase.
 
 Under pipeline parallelism ``#running-req`` in a decode line is the size of **one** micro-batch
-slot (the one that hit the 40-step log boundary), not the scheduler's total, while ``#token``
-counts the KV tokens of *all* slots (the KV pool is one pool per stage, shared by all slots). So
+slot (the one that hit the log boundary), not the scheduler's total, while ``#token`` counts the
+KV tokens of *all* slots (the KV pool is one pool per stage, shared by all slots). The requests
+running are counted from ``#token`` and the prompts the Prefill lines admitted
+(``analyze.running``: no assumption about output lengths), bounded below by the logged slot and
+above by the load the benchmark offered; then
 
-    running ≈ #token / mean context,   active slots ≈ running / #running-req
+    active slots ≈ running / #running-req
 
-where the mean context is prompt + tokens generated so far. The prompt length comes from the
-benchmark (``input_len``) or from the Prefill lines (``#new-token`` per ``#new-seq``, chunk
-splits accounted for); the generated part from the integrated ``gen throughput`` while the
-first wave of requests is still running, else half the output length (requests at all stages
-of their life); a sharp drop of ``#token`` (a closed-loop wave finishing together) restarts
-the count. ``occupancy_summary`` cross-checks each phase against a replay of SGLang's
-admission (``toolkit.analyze.model.admission``) with the launch's chunk budget and slot cap.
+Without PP ``#running-req`` is the whole batch and is the count. The prompt length comes from
+the benchmark (``input_len``) or from the Prefill lines (``#new-token`` per ``#new-seq``,
+chunk splits accounted for). ``occupancy_summary`` cross-checks each phase against a replay of
+SGLang's admission (``toolkit.analyze.model.admission``) with the launch's chunk budget and
+slot cap.
 
 Each phase (``analyze.phases``: a stretch of decoding, normally one benchmark run of a sweep)
 is judged on its own, over its steady window.
@@ -26,6 +27,7 @@ import polars as pl
 
 from toolkit.analyze.model import Layout, Workload, admission
 from toolkit.analyze.phases import decode_phases
+from toolkit.analyze.running import PhaseLine, running_in_phase
 from toolkit.analyze.stages import reference_lines
 from toolkit.errors import ToolkitError
 from toolkit.schema import Column, schema_of
@@ -54,19 +56,12 @@ OCCUPANCY_COLUMNS: tuple[Column, ...] = (
     Column("cuda_graph", pl.Boolean(), "the logged micro-batch ran on a CUDA graph; null = unsaid"),
     Column("generated_est", _F, "estimated tokens generated so far per running request"),
     Column("mean_context", _F, "estimated tokens per running request: prompt + generated"),
-    Column("running_est", _F, "#token / mean_context: requests the KV pool holds"),
+    Column("running_est", _F, "requests running: #running-req without PP, else estimated"),
     Column("active_slots_est", _F, "running_est / #running-req: slots holding requests"),
     Column("stages", _I, "pp_size"),
     Column("slots", _I, "pp_loop_size = pp_size + pp_async_batch_depth (1 without PP)"),
 )
 OCCUPANCY = schema_of(OCCUPANCY_COLUMNS)
-
-
-WAVE_DROP = 0.9
-"""``#token`` falling below this share of the previous line's marks a wave of requests ending."""
-WAVE_OVERSHOOT = 1.25
-"""Generated tokens per request up to this share past the output length still read as the first
-wave (the line's window overshoots); beyond, the estimate falls back to half the output."""
 
 
 OCCUPANCY_PHASE_COLUMNS: tuple[Column, ...] = (
@@ -75,7 +70,7 @@ OCCUPANCY_PHASE_COLUMNS: tuple[Column, ...] = (
     Column("steady_lines", _I, "decode lines in the steady window"),
     Column("steady_start", _T, "first line of the steady window (≥ 90 % of the peak running)"),
     Column("steady_end", _T, "last line of the steady window"),
-    Column("running_est", _F, "median requests running (from #token)"),
+    Column("running_est", _F, "median requests running (``OCCUPANCY.running_est``)"),
     Column("slot_req", _F, "median logged #running-req (one slot)"),
     Column("slot_req_max", _I, "largest logged #running-req"),
     Column("active_slots_est", _F, "median active slots: running_est / #running-req"),
@@ -112,7 +107,7 @@ def slot_occupancy(
     """
     if phases is None:
         phases = decode_phases(batches)
-    decode = reference_lines(batches, "decode").sort("ts")
+    decode = _in_log_order(reference_lines(batches, "decode"))
     if not decode.height or not phases.height:
         return pl.DataFrame(schema=OCCUPANCY)
     tagged = decode.join_asof(
@@ -121,34 +116,33 @@ def slot_occupancy(
         right_on="start",
     )
     interval = (pl.col("ts").diff().dt.total_milliseconds() / 1000.0).over("phase")
-    # The first line of a phase covers 40 steps since decoding began: use the median interval.
-    first_interval = interval.median().over("phase")
-    # A closed-loop benchmark with equal output lengths finishes a whole wave of requests at
-    # once: #token drops and the next wave starts from its prompts. The tokens generated per
-    # request are counted from the start of the phase or the last such drop.
-    drop = (pl.col("token") < WAVE_DROP * pl.col("token").shift(1)).over("phase")
+    # The first line of a phase covers the steps since decoding began: use the median interval.
+    window = pl.coalesce(interval, interval.median().over("phase"), pl.lit(0.0))
+    ms = decode["ts"].dt.millisecond()
+    resolution = 1.0 if ms.len() and ms.max() == 0 else 0.001  # SGLANG_LOG_MS or not
     tagged = tagged.with_columns(
-        _window=pl.coalesce(interval, first_interval, pl.lit(0.0)),
-        _wave=drop.fill_null(False).cum_sum().over("phase"),
+        _made=pl.col("gen_tok_s").fill_null(0.0) * window,
+        _slack=pl.col("gen_tok_s").fill_null(0.0) * resolution,
+        _admitted=_admitted_tokens(decode, reference_lines(batches, "prefill")),
     )
-    made = pl.col("gen_tok_s").fill_null(0.0) * pl.col("_window")
-    # The new wave began somewhere inside the window of the line that shows the drop.
-    first_in_wave = pl.int_range(pl.len()).over("phase", "_wave") == 0
-    made = pl.when(first_in_wave & (pl.col("_wave") > 0)).then(made / 2).otherwise(made)
-    tagged = tagged.with_columns(_generated=made.cum_sum().over("phase", "_wave"))
-    isl = pl.col("input_len")
-    osl = pl.coalesce(pl.col("output_len"), isl)  # unknown output: assume about the prompt
-    first_wave = (pl.col("token") - pl.col("_generated")) / isl
-    per_request = pl.col("_generated") / first_wave
-    # A little past the output length is the timing of the window, not a new wave: clamp it.
-    in_first_wave = (first_wave > 0) & (per_request <= WAVE_OVERSHOOT * osl)
-    generated = pl.when(in_first_wave).then(pl.min_horizontal(per_request, osl))
-    generated = generated.otherwise(osl / 2.0)
     slots = pp_size + async_depth if pp_size > 1 else 1
-    out = tagged.with_columns(generated_est=generated).with_columns(
-        mean_context=isl + pl.col("generated_est"),
-    )
-    out = out.with_columns(running_est=pl.col("token") / pl.col("mean_context")).with_columns(
+    isl = pl.col("input_len")
+    if pp_size > 1:
+        running, generated = _estimated(tagged)
+        # One slot holds #running-req requests; a closed loop never has more than it offered.
+        bounded = pl.max_horizontal(pl.col("_running"), pl.col("running_req").cast(_F))
+        bounded = pl.min_horizontal(bounded, pl.col("offered").cast(_F))
+        tagged = tagged.with_columns(_running=running, generated_est=generated).with_columns(
+            running_est=pl.when(pl.col("_running").is_not_null()).then(bounded)
+        )
+        tagged = tagged.with_columns(mean_context=isl + pl.col("generated_est"))
+    else:  # without PP #running-req is the whole batch: the count itself
+        count = pl.when(pl.col("running_req") > 0).then(pl.col("running_req").cast(_F))
+        tagged = tagged.with_columns(running_est=count).with_columns(
+            mean_context=pl.col("token") / pl.col("running_est")
+        )
+        tagged = tagged.with_columns(generated_est=pl.col("mean_context") - isl)
+    out = tagged.with_columns(
         active_slots_est=pl.when(pl.col("running_req") > 0).then(
             pl.col("running_est") / pl.col("running_req")
         ),
@@ -156,6 +150,70 @@ def slot_occupancy(
         slots=pl.lit(slots),
     )
     return out.select(OCCUPANCY.names()).cast(dict(OCCUPANCY))
+
+
+def _in_log_order(lines: pl.DataFrame) -> pl.DataFrame:
+    """Lines by time, then by their place in the log (lines of one second keep their order)."""
+    keys = [c for c in ("ts", "source", "lineno") if c in lines.columns]
+    return lines.sort(keys, nulls_last=True, maintain_order=True)
+
+
+def _admitted_tokens(decode: pl.DataFrame, prefill: pl.DataFrame) -> pl.Series:
+    """Per decode line (in ``decode``'s order): prompt tokens of the Prefill lines logged since
+    the decode line before it (``#new-token`` + ``#cached-token``: the KV pool holds both)."""
+    keys = [c for c in ("source", "lineno") if c in decode.columns and c in prefill.columns]
+    if not prefill.height or "new_token" not in prefill.columns:
+        return pl.Series("_admitted", [0.0] * decode.height, dtype=_F)
+    cached = pl.col("cached_token").fill_null(0) if "cached_token" in prefill.columns else 0
+    tokens = (pl.col("new_token").fill_null(0) + cached).cast(_F)
+    lines = pl.concat(
+        [
+            decode.select("ts", *keys, _k=pl.int_range(pl.len()), _tok=pl.lit(0.0), _pf=1),
+            prefill.select("ts", *keys, _k=pl.lit(None, _I), _tok=tokens, _pf=0),
+        ],
+        how="vertical_relaxed",
+    )
+    # Each Prefill line counts toward the next decode line; one of the same second and no
+    # line number went first (a burst prefills, then decodes).
+    order = ["ts", *keys] if keys else ["ts", "_pf"]
+    lines = lines.sort(order, nulls_last=True, maintain_order=True).with_columns(
+        pl.col("_k").fill_null(strategy="backward")
+    )
+    sums = lines.filter(pl.col("_k").is_not_null()).group_by("_k").agg(pl.col("_tok").sum())
+    index = pl.DataFrame({"_k": pl.int_range(decode.height, eager=True, dtype=_I)})
+    joined = index.join(sums.cast({"_k": _I}), on="_k", how="left").sort("_k")
+    return joined["_tok"].fill_null(0.0).alias("_admitted")
+
+
+def _estimated(tagged: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
+    """``running.running_in_phase`` over each phase of the tagged decode lines."""
+    running = [math.nan] * tagged.height
+    generated = [math.nan] * tagged.height
+    rows = tagged.select(
+        pl.int_range(pl.len()).alias("_i"),
+        "phase",
+        "input_len",
+        "token",
+        "_made",
+        "_admitted",
+        "_slack",
+    )
+    for (phase,), part in rows.group_by("phase", maintain_order=True):
+        if phase is None:
+            continue
+        prompt = part["input_len"][0]
+        lines = [
+            PhaseLine(float(t or 0), float(m or 0.0), float(a or 0.0), float(e or 0.0))
+            for t, m, a, e in zip(
+                part["token"], part["_made"], part["_admitted"], part["_slack"], strict=True
+            )
+        ]
+        logged = bool(part["_admitted"].sum() or 0)
+        values = running_in_phase(lines, float(prompt or math.nan), prefill_logged=logged)
+        for i, (n, g) in zip(part["_i"], values, strict=True):
+            running[i], generated[i] = n, g
+    as_series = [pl.Series(v, dtype=_F).fill_nan(None) for v in (running, generated)]
+    return as_series[0], as_series[1]
 
 
 STEADY_SHARE = 0.9

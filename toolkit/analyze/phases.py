@@ -57,6 +57,14 @@ MIN_PHASE_GAP_S = 2.0
 UNGUIDED_GAP_S = 4.0
 """Without benchmark runs to match, a pause must be this long to start a phase."""
 
+PAUSE_SCORE = 1.0
+"""Without benchmark runs to match, a pause must also exceed the typical line interval before
+it plus the one after it (``_phase_breaks``)."""
+
+BURST_GAP_S = 4.0
+"""Prefill lines before a phase's first decode line belong to its burst back to a pause this
+long between two of them."""
+
 PREFILL_LOOKBACK_S = 30.0
 """Prefill lines this long before a phase's first decode line still belong to the phase."""
 
@@ -78,8 +86,11 @@ QUEUED_WEIGHT = 0.25
 def prompt_length(prefill: pl.DataFrame, chunked_prefill_size: int | None = None) -> float | None:
     """Mean prompt tokens per request from Prefill lines of one stage; None without any.
 
-    A pass that fills the chunk budget ends with a request cut in two, whose rest shows up as
+    A pass that fills the chunk budget may end with a request cut in two, whose rest shows up as
     one more ``#new-seq`` in the next pass; those continuations are not counted as requests.
+    Whether the next pass carried one is read from ``#queue-req`` where it says: a request
+    taken from the queue lowers it by one, a continuation does not (a prompt exactly the size
+    of the budget fills passes without any cut). Elsewhere a full pass is taken as cut.
     """
     if not {"new_seq", "new_token"} <= set(prefill.columns):
         return None
@@ -90,10 +101,23 @@ def prompt_length(prefill: pl.DataFrame, chunked_prefill_size: int | None = None
     tokens = float(df.select((pl.col("new_token") + cached).sum()).item() or 0)
     seqs = int(df["new_seq"].sum() or 0)
     if chunked_prefill_size and chunked_prefill_size > 0:
-        full = df.filter(pl.col("new_token") >= chunked_prefill_size)
-        # A full pass whose successor is the phase's last never splits into a next pass.
-        seqs -= min(full.height, max(df.height - 1, 0))
+        seqs -= _continuations(df, chunked_prefill_size)
     return tokens / seqs if seqs > 0 and tokens > 0 else None
+
+
+def _continuations(prefill: pl.DataFrame, chunk: int) -> int:
+    """Passes that carried on a request the pass before cut (see ``prompt_length``)."""
+    full = (prefill["new_token"] >= chunk).to_list()
+    seqs = prefill["new_seq"].to_list()
+    queue = prefill["queue_req"].to_list() if "queue_req" in prefill.columns else [None] * len(seqs)
+    count = 0
+    for k in range(1, len(seqs)):
+        if not full[k - 1]:
+            continue
+        before, after = queue[k - 1], queue[k]
+        carried = None if before is None or after is None else seqs[k] - (before - after)
+        count += carried if carried in (0, 1) else 1
+    return count
 
 
 def decode_phases(
@@ -115,9 +139,10 @@ def decode_phases(
         The run's benchmark results (``load_bench(...).runs``), in the order they ran.
     gap_s
         A pause between decode lines longer than this starts a new phase. By default a pause
-        starts one when it is at least 4 s and twice the line interval around it (a PP layout
-        with one busy slot logs every few seconds, a full one several times a second); when
-        that finds fewer phases than benchmark runs, the most outstanding pauses are taken.
+        starts one when it is at least 4 s and longer than the typical line interval before it
+        plus the one after it (a PP layout with one busy slot logs every few seconds, a full
+        one several times a second; ``--decode-log-interval`` scales both); when that finds
+        fewer phases than benchmark runs, the most outstanding pauses are taken.
     pp_size
         The launch's ``pp_size``: above 1 a decode line's ``#running-req`` is one micro-batch.
         By default, the stages that printed lines.
@@ -171,6 +196,7 @@ def decode_phases(
         window = prefill.filter(pl.col("ts").is_between(lookback, span["end"]))
         if previous_end is not None:
             window = window.filter(pl.col("ts") > previous_end)
+        window = window.filter(pl.col("ts") >= _burst_start(window["ts"], span["start"]))
         previous_end = span["end"]
         rows.append(
             {
@@ -220,6 +246,19 @@ def decode_phases(
     return pl.DataFrame(out, schema=PHASES, orient="row")
 
 
+def _burst_start(prefill_ts: pl.Series, start: datetime) -> datetime:
+    """The first Prefill line of the burst that led into a phase starting at ``start``: the
+    lines before its first decode line back to a pause of ``BURST_GAP_S`` without any (a
+    request decoded alone before the run, such as SGLang's warm-up, is not the run's)."""
+    before = sorted(t for t in prefill_ts.to_list() if t is not None and t < start)
+    first = start
+    for t in reversed(before):
+        if first is not start and (first - t).total_seconds() > BURST_GAP_S:
+            break
+        first = t
+    return first
+
+
 def _peak_running(phase: dict[str, Any], isl: float | None, osl: float | None) -> float | None:
     """Requests in flight at a phase's peak: the largest whole batch when lines show one, else
     the prompt tokens ``#token`` holds over the prompt length, never below what ``#token``
@@ -229,10 +268,11 @@ def _peak_running(phase: dict[str, Any], isl: float | None, osl: float | None) -
     token = phase["_peak_token"]
     if token is None or not isl or isl <= 0:
         return None
-    floor = float(token) / (isl + (osl or 0.0))
+    # Without an output length nothing bounds it from below: every request could be at its end.
+    floor = float(token) / (isl + osl) if osl else 0.0
     prompts = phase["_prompts"]
     if prompts is None or not math.isfinite(prompts):
-        return floor
+        return floor or None
     return max(floor, min(float(prompts), float(token)) / isl)
 
 
@@ -413,14 +453,19 @@ def _phase_breaks(gaps: pl.Series, gap_s: float | None, runs: int | None) -> lis
     """For each decode line: does a new phase start there? ``gaps`` are ``_pauses``."""
     if gap_s is not None:
         return (gaps > gap_s).fill_null(False).to_list()
-    # How outstanding a pause is: over the typical interval just before and just after it.
+    # How outstanding a pause is: over the line cadence on both sides of it. The line after a
+    # pause closes a window that holds the rest of the old phase's cadence, the pause and the
+    # start of the new phase's cadence, so the two typical intervals add up (a slow phase, e.g.
+    # one busy PP slot with a long --decode-log-interval, next to a fast one).
     frame = pl.DataFrame(gaps).with_columns(
         before=pl.col("gap").shift(1).rolling_median(3, min_samples=1),
         after=pl.col("gap").reverse().shift(1).rolling_median(3, min_samples=1).reverse(),
     )
-    local = pl.max_horizontal(pl.col("before").fill_null(0.0), pl.col("after").fill_null(0.0))
+    before = pl.coalesce("before", "after").fill_null(0.0)
+    after = pl.coalesce("after", "before").fill_null(0.0)
+    cadence = before + after
     frame = frame.with_columns(
-        score=pl.when(local > 0).then(pl.col("gap") / local).otherwise(float("inf")),
+        score=pl.when(cadence > 0).then(pl.col("gap") / cadence).otherwise(float("inf")),
         index=pl.int_range(pl.len()),
     )
     candidates = frame.filter(pl.col("gap") >= MIN_PHASE_GAP_S)
@@ -429,7 +474,9 @@ def _phase_breaks(gaps: pl.Series, gap_s: float | None, runs: int | None) -> lis
     else:
         # Unguided, a refill of a closed-loop benchmark (all requests finish together, the next
         # wave prefills) pauses the lines for a second or two: not a new phase.
-        chosen = candidates.filter((pl.col("gap") >= UNGUIDED_GAP_S) & (pl.col("score") >= 2.0))
+        chosen = candidates.filter(
+            (pl.col("gap") >= UNGUIDED_GAP_S) & (pl.col("score") >= PAUSE_SCORE)
+        )
     starts = set(chosen["index"].to_list())
     return [i in starts for i in range(frame.height)]
 

@@ -91,7 +91,8 @@ def _round(x: float | None, digits: int) -> float | None:
 
 def measured_round(ctx: RunAnalysis, r: dict[str, Any]) -> float | None:
     """The phase's time per output token (= one round under PP), seconds: the benchmark's
-    median TPOT, else running requests over the log's gen throughput."""
+    median TPOT, else the log's own, requests running over gen throughput (``#running-req``
+    itself without PP; under PP the count from ``#token`` and admissions)."""
     phase = ctx.phase(r["phase"])
     tpot = phase.get("bench_tpot_ms")
     if isinstance(tpot, float) and math.isfinite(tpot) and tpot > 0:

@@ -55,7 +55,8 @@ def pp_lockstep_logging(ctx: RunAnalysis) -> Finding | None:
             f"At each of {decode.height} decode log ordinals all {stages} stages printed the "
             f"same #running-req and #token, within {spread:.0f} s of each other. That is how "
             "SGLang PP logs: every stage runs the same scheduler on the same micro-batches and "
-            "prints every 40th. #running-req is one micro-batch slot, not the total in flight."
+            f"prints every {ctx.log_interval}th (--decode-log-interval). #running-req is one "
+            "micro-batch slot, not the total in flight."
         ),
         evidence=evidence,
         remedy="Nothing to fix. Read occupancy from #token (see pp-underfilled-slots).",
