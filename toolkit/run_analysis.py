@@ -257,14 +257,18 @@ class RunAnalysis:
 
     @cached_property
     def gpu_samples(self) -> pl.DataFrame | None:
-        """GPU trace samples on the log's clock, or None when the run has no trace or its trace
-        does not overlap the launch (``Run.mismatches`` says so). A trace whose clock is
-        clearly off (``clock_shift``) is shifted onto the log's, and the diagnosis says so."""
+        """GPU trace samples on the log's clock, or None when the run has no trace, its trace
+        does not overlap the launch or prints no time (``Run.mismatches`` says so). Samples
+        without a time are left out; a trace whose clock is clearly off (``clock_shift``) is
+        shifted onto the log's, and the diagnosis says so."""
         if any(m["input"] == "GPU trace" for m in self.run.mismatches):
             return None
         trace = self.run.gpu
         samples = trace.samples if trace is not None else None
         if not isinstance(samples, pl.DataFrame) or not samples.height:
+            return None
+        samples = samples.filter(pl.col("ts").is_not_null())
+        if not samples.height:
             return None
         if self.clock_shift is not None:
             shift = timedelta(seconds=self.clock_shift[0])

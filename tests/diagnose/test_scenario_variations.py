@@ -166,12 +166,6 @@ _RESIDUAL_NO_GPU = (
     "Mixtral-8x22B on A100 PCIe exceed this run): the negative residual returns None, and "
     "inputs.NEEDS lists no GPU trace for the check, so it is neither found nor skipped"
 )
-_DCGMI_SILENT = (
-    "load/run.Run.gpu calls load_gpu_trace without a start and run.toml has no key for one, so "
-    "all 736 dcgmi samples have ts null; RunAnalysis.gpu_samples still returns them, so "
-    "inputs.INPUTS['GPU trace'].present is true: no check is listed as skipped, no "
-    "input-mismatch says the trace is off the clock, busy_by_phase is empty"
-)
 _SKIPPED_FOUND = (
     "diagnose/inputs.NEEDS lists {check} as needing the {need}, so skipped_checks reports it "
     "skipped, while the rule ran on other evidence and reported {finding}"
@@ -280,9 +274,10 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "twice the weights)"
     ),
     ("causes", "pp8-unexplained", "no-gpu"): _RESIDUAL_NO_GPU,
-    ("causes", "pp8-unexplained", "dcgmi"): _RESIDUAL_NO_GPU + "; " + _DCGMI_SILENT,
-    ("clock", "pp4-stage-imbalance", "dcgmi"): _DCGMI_SILENT,
-    ("clock", "pp8-unexplained", "dcgmi"): _DCGMI_SILENT,
+    ("causes", "pp8-unexplained", "dcgmi"): (
+        "dcgmi prints no time and run.toml gives no [gpu_trace] start, so the trace is named "
+        "(input-mismatch) and left out; " + _RESIDUAL_NO_GPU
+    ),
     ("clock", "pp8-healthy-full", "gpu-clock-skew"): (
         "no input-mismatch: RunAnalysis.clock_shift rejects the -44 s shift (score 0.43 < 0.5, "
         "see the stray high)"
