@@ -243,12 +243,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "graph_effect's step times rest on is off (most likely reading: the eager share at the "
         "chosen load is right, the slowdown is not)"
     ),
-    ("stray", "pp8-running-cap", "gpu-5s"): (
-        "unexplained-slowdown high (0.34, measured): the busy share of a phase is the mean of "
-        "the samples stamped inside its steady window; at 5 s one of the three (09:34:40.139, "
-        "covering the second before the burst) reads 0 %, so stage 7 averages 66 %; the sample's "
-        "period before its stamp and the log's whole-second start are not allowed for"
-    ),
     ("causes", "pp4-stage-imbalance", "no-server-args"): (
         "stage-imbalance medium (modelled): RunAnalysis.gpu_roles calls gpu_roles(self.launch), "
         "which reads only the ServerArgs dump; without it every size defaults to 1, so "

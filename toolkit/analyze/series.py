@@ -7,6 +7,13 @@ sits in a NCCL receive kernel, which counts as running, so a stage in a bubble c
 ~100 %. DCGM's ``sm_active`` (share of cycles an SM had a warp, a 0–1 ratio) does not count
 the wait, so whenever a trace has values for it, it is the busy measure, scaled to percent.
 
+**A window's busy share.** A sample stands for the interval before its stamp (nvidia-smi
+averages ``utilization.gpu`` over the past sample period; DCGM fields are read the same way):
+its period is the time since the previous sample of the same GPU, at most the series' median
+interval (a pause in recording is not covered). ``busy_in_windows`` weights each sample by how
+much of its period overlaps the window and counts the samples a window holds: at coarse
+sampling a window of a few seconds holds one or two, and its share is uncertain.
+
 **Decoding windows.** Stretches in which the server printed ``Decode batch`` lines with no
 pause longer than ``max_gap_s``: GPU samples outside them (startup, an idle server) would
 dilute a busy share.
@@ -31,6 +38,7 @@ __all__ = [
     "WINDOWS",
     "bucket_start",
     "bucket_width",
+    "busy_in_windows",
     "busy_metric",
     "busy_pct",
     "decoding_windows",
@@ -90,6 +98,104 @@ def busy_pct(samples: pl.DataFrame, metric: str | None = None) -> tuple[pl.Expr,
     if metric in RATIO_METRICS:
         value = value * 100.0
     return value, metric
+
+
+def busy_in_windows(
+    samples: pl.DataFrame,
+    windows: pl.DataFrame,
+    by: Sequence[str] = (),
+    *,
+    metric: str | None = None,
+) -> tuple[pl.DataFrame, str]:
+    """Busy % per window and ``by`` (GPU columns of ``samples``), each sample weighted by the
+    overlap of its period with the window.
+
+    Parameters
+    ----------
+    samples
+        ``GpuTrace.samples``: ``ts``, ``gpu`` (``source`` and ``host`` when present tell the
+        series apart) and the metric columns.
+    windows
+        ``start``, ``end`` and any columns to group by (``phase``); a window of no length
+        reads the sample whose period holds its instant.
+    by
+        Sample columns to keep apart within a window (``gpu``, ``pp``).
+    metric
+        As in ``busy_pct``.
+
+    Returns
+    -------
+    (pl.DataFrame, str)
+        The window columns other than ``start``/``end``, ``by``, ``busy_pct`` (weighted mean),
+        ``below_half_share`` (weighted share of time under 50 %), ``samples`` (fewest samples
+        any GPU of the group has in the window) and ``gpus`` (sorted GPU indices); and the
+        metric read. Groups without a sample are absent.
+    """
+    value, metric = busy_pct(samples, metric)
+    series = [c for c in ("source", "host", "gpu") if c in samples.columns]
+    extra = [c for c in windows.columns if c not in ("start", "end")]
+    empty = pl.DataFrame(
+        schema={
+            **{c: windows.schema[c] for c in extra},
+            **{c: samples.schema[c] for c in by},
+            "busy_pct": pl.Float64(),
+            "below_half_share": pl.Float64(),
+            "samples": pl.UInt32(),
+            "gpus": pl.List(pl.Int32()),
+        }
+    )
+    points = (
+        samples.select(pl.col("ts").cast(_T), *series, *(c for c in by if c not in series), v=value)
+        .filter(pl.col("ts").is_not_null() & pl.col("v").is_not_null())
+        .sort(*series, "ts")
+    )
+    if not points.height or not windows.height:
+        return empty, metric
+    gap = pl.col("ts").diff().over(series) if series else pl.col("ts").diff()
+    points = points.with_columns(_gap=gap.dt.total_milliseconds())
+    typical = pl.col("_gap").median().over(series) if series else pl.col("_gap").median()
+    points = points.with_columns(_typ=typical.fill_null(pl.col("_gap").median()).fill_null(1000))
+    period = pl.min_horizontal(pl.col("_gap").fill_null(pl.col("_typ")), pl.col("_typ")).clip(1)
+    points = points.with_columns(_from=pl.col("ts") - pl.duration(milliseconds=period)).drop(
+        "_gap", "_typ"
+    )
+    spans = windows.select(
+        pl.col("start").cast(_T).alias("_start"), pl.col("end").cast(_T).alias("_end"), *extra
+    )
+    overlap = (
+        pl.min_horizontal("ts", "_end") - pl.max_horizontal("_from", "_start")
+    ).dt.total_milliseconds()
+    pairs = (
+        points.join_where(spans, pl.col("ts") >= pl.col("_start"), pl.col("_from") < pl.col("_end"))
+        .with_columns(
+            _w=pl.when(pl.col("_end") > pl.col("_start"))
+            .then(overlap.cast(pl.Float64))
+            .otherwise(1.0)
+        )
+        .filter(pl.col("_w") > 0)
+    )
+    if not pairs.height:
+        return empty, metric
+    keys = [*extra, *by]
+    if not keys:
+        pairs, keys = pairs.with_columns(_all=pl.lit(0)), ["_all"]
+    per_series = [*keys, *(c for c in series if c not in keys)]
+    weighted = pl.col("_w").sum()
+    out = (
+        pairs.with_columns(_n=pl.len().over(per_series))
+        .group_by(keys)
+        .agg(
+            busy_pct=(pl.col("v") * pl.col("_w")).sum() / weighted,
+            below_half_share=((pl.col("v") < 50.0).cast(pl.Float64) * pl.col("_w")).sum()
+            / weighted,
+            samples=pl.col("_n").min().cast(pl.UInt32),
+            gpus=pl.col("gpu").cast(pl.Int32).unique().sort()
+            if "gpu" in pairs.columns
+            else pl.lit([], pl.List(pl.Int32)),
+        )
+        .sort(keys)
+    )
+    return out.select(empty.columns).cast(dict(empty.schema)), metric
 
 
 # ── decoding windows ──────────────────────────────────────────────────────────────────────────
