@@ -34,7 +34,7 @@ from toolkit.analyze.model.machine import MachineIdentity, prior
 from toolkit.analyze.observed_points import observed_points
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.phases import decode_phases
-from toolkit.analyze.series import busy_pct, decoding_windows
+from toolkit.analyze.series import busy_pct, cadence_windows
 from toolkit.analyze.stages import (
     LOG_INTERVAL,
     phase_busy,
@@ -48,10 +48,23 @@ from toolkit.load.gpu import trace_formats
 from toolkit.load.run import Run, load_run
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 
-__all__ = ["MIN_CLOCK_SHIFT_S", "RunAnalysis", "model_groups", "observed_points"]
+__all__ = [
+    "CLOCK_AGREEMENT",
+    "CLOCK_GAIN",
+    "MIN_CLOCK_SHIFT_S",
+    "RunAnalysis",
+    "model_groups",
+    "observed_points",
+]
 
 MIN_CLOCK_SHIFT_S = 3.0
 """A GPU clock off the log's by less than this is within the sampling noise of both."""
+
+CLOCK_GAIN = 0.15
+"""Agreement a shifted GPU clock must gain over the recorded one to be named."""
+
+CLOCK_AGREEMENT = 0.5
+"""Agreement (shared active seconds over either's) at which a shift is applied."""
 
 _LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
@@ -228,10 +241,11 @@ class RunAnalysis:
 
     # ------------------------------------------------------------------ GPU trace
     @cached_property
-    def clock_shift(self) -> tuple[float, float, float] | None:
-        """(seconds the GPU clock is off the log's, agreement at that shift, agreement as
-        recorded), when the trace's activity lines up clearly better with the log's decoding
-        after a shift of at least ``MIN_CLOCK_SHIFT_S``; else None."""
+    def clock_candidate(self) -> tuple[float, float, float] | None:
+        """(seconds the GPU clock looks off the log's, agreement at that shift, agreement as
+        recorded) when a shift of at least ``MIN_CLOCK_SHIFT_S`` lines the trace's activity up
+        with the log's decoding (``series.cadence_windows``) better by ``CLOCK_GAIN``; else
+        None. ``clock_shift`` says whether it is clear enough to apply."""
         trace = self.run.gpu
         if trace is None or not trace.samples.height or not self.batches.height:
             return None
@@ -244,16 +258,23 @@ class RunAnalysis:
             .agg(busy_pct=value.mean())
             .drop_nulls()
         )
-        windows = decoding_windows(self.batches, max_gap_s=3.0)  # phases, not the whole sweep
+        windows = cadence_windows(self.batches)  # phases, not the whole sweep
         spans = list(zip(windows["start"].to_list(), windows["end"].to_list(), strict=True))
         best = clock_offset(busy, spans)
         recorded = clock_offset(busy, spans, max_shift_s=0)
         if best is None or recorded is None:
             return None
         shift, score = best
-        if abs(shift) < MIN_CLOCK_SHIFT_S or score - recorded[1] < 0.15 or score < 0.5:
+        if abs(shift) < MIN_CLOCK_SHIFT_S or score - recorded[1] < CLOCK_GAIN:
             return None
         return shift, score, recorded[1]
+
+    @cached_property
+    def clock_shift(self) -> tuple[float, float, float] | None:
+        """``clock_candidate`` when its agreement reaches ``CLOCK_AGREEMENT``: the trace is then
+        read shifted; else None."""
+        found = self.clock_candidate
+        return found if found is not None and found[1] >= CLOCK_AGREEMENT else None
 
     @cached_property
     def gpu_samples(self) -> pl.DataFrame | None:
@@ -279,19 +300,29 @@ class RunAnalysis:
     def mismatches(self) -> list[dict[str, str]]:
         """Inputs that do not belong together (``Run.mismatches``), and a GPU clock shifted."""
         out = list(self.run.mismatches)
-        if self.clock_shift is not None:
-            shift, score, recorded = self.clock_shift
+        if self.clock_candidate is not None:
+            shift, score, recorded = self.clock_candidate
             offset = self.run.config.clock_offset_s + shift
+            seen = (
+                f"the GPUs' busy stretches line up with the log's decoding {shift:+.0f} s later "
+                f"({score:.0%} agreement against {recorded:.0%} as recorded)"
+            )
+            if self.clock_shift is not None:
+                then = f"the trace is read shifted: set clock_offset_s = {offset:g} in run.toml"
+                then += " to make it explicit"
+            else:
+                then = (
+                    f"too weak an agreement to apply (under {CLOCK_AGREEMENT:.0%}), so the trace "
+                    f"is read as recorded: if its clock is off, set clock_offset_s = {offset:g} "
+                    "in run.toml"
+                )
             out.append(
                 {
                     "input": "GPU clock",
                     "files": ", ".join(
                         p.name for fmt in trace_formats() for p in self.run.files.get(fmt, [])
                     ),
-                    "detail": f"the GPUs' busy stretches line up with the log's decoding "
-                    f"{shift:+.0f} s later ({score:.0%} agreement against {recorded:.0%} as "
-                    f"recorded); the trace is read shifted: set clock_offset_s = {offset:g} in "
-                    "run.toml to make it explicit",
+                    "detail": f"{seen}; {then}",
                 }
             )
         return out

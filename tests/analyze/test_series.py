@@ -20,6 +20,7 @@ from toolkit.analyze.series import (
     busy_in_windows,
     busy_metric,
     busy_pct,
+    cadence_windows,
     decoding_windows,
     downsample_means,
     duration_ms,
@@ -323,3 +324,47 @@ def test_busy_in_windows_without_overlap_is_empty_with_its_schema() -> None:
     out, _ = busy_in_windows(samples, _window("30", "40"), ["gpu"])
     assert out.height == 0
     assert out.columns == ["phase", "gpu", "busy_pct", "below_half_share", "samples", "gpus"]
+
+
+# ── decoding stretches from the log's own cadence ─────────────────────────────────────────────
+
+
+def _decode_log(tmp_path: Path, seconds: list[float], stages: int = 2) -> pl.DataFrame:
+    """A PP log's ``Decode batch`` lines, every stage at each of ``seconds`` after 09:31:00."""
+    base = datetime(2026, 5, 12, 9, 31, 0)
+    lines = []
+    for s in seconds:
+        ts = base + timedelta(seconds=s)
+        for pp in range(stages):
+            lines.append(
+                f"[{ts:%Y-%m-%d %H:%M:%S} PP{pp}] Decode batch, #running-req: 1, #token: 1033, "
+                "token usage: 0.00, cuda graph: True, gen throughput (token/s): 6.15, "
+                "#queue-req: 0\n"
+            )
+    path = tmp_path / "server.log"
+    path.write_text("".join(lines))
+    return load_sglang_log(path, cache=False).batches
+
+
+def test_cadence_windows_keep_a_slowly_logging_phase_whole(tmp_path: Path) -> None:
+    """c=1 under PP8 logs every ~6.5 s, then a 25 s pause, then c=32 every second: two
+    stretches, where a fixed 3 s gap cuts the slow one line by line."""
+    slow = [6, 12, 19, 25, 32, 38, 45, 51]
+    fast = [76 + i for i in range(20)]
+    batches = _decode_log(tmp_path, [float(s) for s in slow + fast])
+    windows = cadence_windows(batches)
+    assert windows.schema == WINDOWS
+    t = datetime(2026, 5, 12, 9, 31, 0)
+    assert windows.rows() == [
+        (t + timedelta(seconds=6), t + timedelta(seconds=51), 16),
+        (t + timedelta(seconds=76), t + timedelta(seconds=95), 40),
+    ]
+    assert decoding_windows(batches, max_gap_s=3).height == len(slow) + 1
+
+
+def test_cadence_windows_cut_a_pause_after_a_slow_stretch(tmp_path: Path) -> None:
+    """A fast phase, a 12 s pause, a fast phase: the pause is 12 intervals long."""
+    seconds = [float(s) for s in [*range(0, 10), *range(22, 30)]]
+    windows = cadence_windows(_decode_log(tmp_path, seconds, stages=1))
+    assert windows["lines"].to_list() == [10, 8]
+    assert cadence_windows(_decode_log(tmp_path, [], stages=1)).height == 0

@@ -253,12 +253,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "(gpu_roles from the missing dump), residual._from_idle takes stage 0, busy 47 %, as "
         "the slowest stage of a full pipeline"
     ),
-    ("stray", "pp8-healthy-full", "gpu-clock-skew"): (
-        "unexplained-slowdown high (0.91, measured): RunAnalysis.clock_shift finds the -44 s "
-        "shift but scores it 0.43 < 0.5 and keeps the recorded clock: decoding_windows("
-        "max_gap_s=3) cuts the c=1 phase, whose PP8 decode lines come every ~6.5 s, into "
-        "zero-length windows that cannot agree with anything"
-    ),
     ("stray", "pp4-stage-imbalance", "no-run-toml"): (
         "unexplained-slowdown high (0.42, modelled): the 16,16,16,32 split is only in run.toml's "
         "command (SGLANG_PP_LAYER_PARTITION); residual._from_model predicts the default 20x4 "
@@ -271,10 +265,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("causes", "pp8-unexplained", "dcgmi"): (
         "dcgmi prints no time and run.toml gives no [gpu_trace] start, so the trace is named "
         "(input-mismatch) and left out; " + _RESIDUAL_NO_GPU
-    ),
-    ("clock", "pp8-healthy-full", "gpu-clock-skew"): (
-        "no input-mismatch: RunAnalysis.clock_shift rejects the -44 s shift (score 0.43 < 0.5, "
-        "see the stray high)"
     ),
     ("skipped", "pp8-unexplained", "no-bench"): _SKIPPED_FOUND.format(
         check="unexplained-slowdown",

@@ -142,3 +142,18 @@ def test_an_untimed_file_beside_a_timed_trace_is_named_alone(tmp_path: Path) -> 
     assert ctx.gpu_samples is not None and ctx.busy["busy_pct"].null_count() == 0
     assert ctx.gpu_samples["ts"].null_count() == 0
     assert ctx.busy["metric"].unique().to_list() == ["util_pct"]
+
+
+def test_a_weak_clock_shift_is_named_but_not_applied(tmp_path: Path) -> None:
+    """A shift that agrees better than the recorded clock, but under ``CLOCK_AGREEMENT``, is
+    told to the reader with the offset to set; the trace stays on its recorded clock."""
+    from toolkit.run_analysis import CLOCK_AGREEMENT
+
+    ctx = RunAnalysis(SAMPLE / "pp8")
+    recorded = ctx.run.gpu.samples["ts"].min()
+    ctx.__dict__["clock_candidate"] = (-40.0, CLOCK_AGREEMENT - 0.05, 0.2)
+    assert ctx.clock_shift is None
+    assert ctx.gpu_samples is not None and ctx.gpu_samples["ts"].min() == recorded
+    (note,) = [m for m in ctx.mismatches if m["input"] == "GPU clock"]
+    assert "-40 s later" in note["detail"] and "read as recorded" in note["detail"]
+    assert "clock_offset_s = -40" in note["detail"]

@@ -34,6 +34,7 @@ import polars as pl
 from toolkit.errors import ToolkitError
 
 __all__ = [
+    "PAUSE_CADENCES",
     "RATIO_METRICS",
     "WINDOWS",
     "bucket_start",
@@ -41,6 +42,7 @@ __all__ = [
     "busy_in_windows",
     "busy_metric",
     "busy_pct",
+    "cadence_windows",
     "decoding_windows",
     "downsample_means",
     "duration_ms",
@@ -219,6 +221,66 @@ def decoding_windows(batches: pl.DataFrame, *, max_gap_s: float = 10.0) -> pl.Da
         ts.with_columns(window=gap.fill_null(False).cum_sum())
         .group_by("window")
         .agg(start=pl.col("ts").min(), end=pl.col("ts").max(), lines=pl.len())
+        .sort("start")
+        .select(WINDOWS.names())
+        .cast(dict(WINDOWS))
+    )
+
+
+PAUSE_CADENCES = 3.0
+"""A gap between one stage's decode lines longer than this many of its neighbouring intervals
+is a pause (a stage logs every 40 micro-batch steps, so its interval varies 10× with load)."""
+
+_STAGE_KEYS = ("source", "host", "dp", "pp", "attn_cp", "moe_dp", "tp", "ep")
+
+
+def cadence_windows(batches: pl.DataFrame) -> pl.DataFrame:
+    """Stretches of decoding as the log's own cadence shows them (schema ``WINDOWS``).
+
+    Per stage (file and rank tags), a gap between successive ``Decode batch`` lines is a pause
+    when longer than ``PAUSE_CADENCES`` times the interval around it: the median of the five
+    gaps before it or of the five after, whichever is longer (a stretch logging slowly is not
+    cut by a fast neighbour), and at least 1 s (the resolution of a log without
+    milliseconds). A stretch runs from its first line to its last (the first line of a stretch
+    reports between one and ``decode_log_interval`` steps, so nothing earlier is assumed); the
+    stretches of all stages are merged.
+    """
+    keys = [c for c in _STAGE_KEYS if c in batches.columns]
+    lines = (
+        batches.lazy()
+        .filter((pl.col("kind") == "decode") & pl.col("ts").is_not_null())
+        .select(*keys, pl.col("ts").cast(_T))
+        .sort(*keys, "ts")
+        .collect()
+    )
+    if not lines.height:
+        return pl.DataFrame(schema=WINDOWS)
+    over = keys or None
+    gap = pl.col("ts").diff().dt.total_milliseconds().cast(pl.Float64) / 1000.0
+    lines = lines.with_columns(_gap=gap.over(over) if over else gap)
+    before = pl.col("_gap").shift(1).rolling_median(5, min_samples=1)
+    after = pl.col("_gap").reverse().shift(1).rolling_median(5, min_samples=1).reverse()
+    if over:
+        before, after = before.over(over), after.over(over)
+    lines = lines.with_columns(
+        _local=pl.max_horizontal(before, after).fill_null(pl.col("_gap")).clip(1.0)
+    )
+    pause = pl.col("_gap").is_null() | (pl.col("_gap") > PAUSE_CADENCES * pl.col("_local"))
+    lines = lines.with_columns(_pause=pause)
+    stretch = pl.col("_pause").cum_sum()
+    lines = lines.with_columns(_stretch=stretch.over(over) if over else stretch)
+    stretches = (
+        lines.group_by(*keys, "_stretch")
+        .agg(start=pl.col("ts").min(), end=pl.col("ts").max(), lines=pl.len())
+        .sort("start")
+    )
+    # merge stretches that overlap (the stages of one stretch of decoding, and neighbours)
+    merged = stretches.with_columns(
+        _window=(pl.col("start") > pl.col("end").cum_max().shift(1)).fill_null(False).cum_sum()
+    )
+    return (
+        merged.group_by("_window")
+        .agg(start=pl.col("start").min(), end=pl.col("end").max(), lines=pl.col("lines").sum())
         .sort("start")
         .select(WINDOWS.names())
         .cast(dict(WINDOWS))
