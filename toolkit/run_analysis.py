@@ -329,15 +329,17 @@ class RunAnalysis:
 
     @cached_property
     def roles(self) -> pl.DataFrame | None:
-        """Which GPU runs which stage (``gpu_roles`` of the launch), or None."""
-        if self.launch is None:
+        """Which GPU runs which stage (``gpu_roles`` of the resolved layout, ``Run.layout``),
+        or None when neither a launch nor any witness of the layout is at hand."""
+        layout = self.run.layout
+        if not layout.known and self.launch is None:
             return None
         try:
             from toolkit.load.gpu.roles import gpu_roles
         except ImportError:
             return None
         try:
-            return gpu_roles(self.launch)
+            return gpu_roles(layout)
         except ToolkitError:
             return None
 

@@ -243,16 +243,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "graph_effect's step times rest on is off (most likely reading: the eager share at the "
         "chosen load is right, the slowdown is not)"
     ),
-    ("causes", "pp4-stage-imbalance", "no-server-args"): (
-        "stage-imbalance medium (modelled): RunAnalysis.gpu_roles calls gpu_roles(self.launch), "
-        "which reads only the ServerArgs dump; without it every size defaults to 1, so "
-        "busy_by_phase holds GPU 0 alone though the layout resolved from run.toml's command is PP4"
-    ),
-    ("stray", "pp4-stage-imbalance", "no-server-args"): (
-        "unexplained-slowdown high (0.53, measured): with GPU 0 the only stage mapped "
-        "(gpu_roles from the missing dump), residual._from_idle takes stage 0, busy 47 %, as "
-        "the slowest stage of a full pipeline"
-    ),
     ("stray", "pp4-stage-imbalance", "no-run-toml"): (
         "unexplained-slowdown high (0.42, modelled): the 16,16,16,32 split is only in run.toml's "
         "command (SGLANG_PP_LAYER_PARTITION); residual._from_model predicts the default 20x4 "
