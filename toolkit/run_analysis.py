@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from toolkit.analyze.stages import (
     stage_timeline,
 )
 from toolkit.errors import ToolkitError
-from toolkit.load.assembly import clock_offset
+from toolkit.load.assembly import clock_offset, clock_placement
 from toolkit.load.gpu import trace_formats
 from toolkit.load.run import Run, load_run
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
@@ -277,14 +277,65 @@ class RunAnalysis:
         return found if found is not None and found[1] >= CLOCK_AGREEMENT else None
 
     @cached_property
+    def gpu_placement(self) -> tuple[datetime, float, float] | None:
+        """(local time of the first sample, agreement, best agreement more than a typical
+        decoding stretch away) of a GPU trace that prints no time (``dcgmi dmon`` with
+        ``[gpu_trace] interval_s`` but no ``start``): where its busy stretches line up best with
+        the log's decoding (``clock_placement``). None when the trace has its times, or several
+        files without, or nothing to line up. ``gpu_placed`` says whether it is used."""
+        trace = self.run.gpu
+        if trace is None or self.run.gpu_span is not None or len(self.run.untimed_gpu_files) != 1:
+            return None
+        samples = trace.samples.filter(pl.col("elapsed_s").is_not_null())
+        decode = self.batches.filter(pl.col("kind") == "decode")["ts"].drop_nulls()
+        windows = cadence_windows(self.batches)
+        if not samples.height or not decode.len() or not windows.height:
+            return None
+        anchor = decode.min()
+        value, _ = busy_pct(samples)
+        busy = (
+            samples.select(ts=_at(anchor), v=value)
+            .group_by(pl.col("ts").dt.truncate("1s"))
+            .agg(busy_pct=pl.col("v").mean())
+            .drop_nulls()
+        )
+        spans = list(zip(windows["start"].to_list(), windows["end"].to_list(), strict=True))
+        lengths = (windows["end"] - windows["start"]).dt.total_seconds()
+        reach = max(
+            float(samples["elapsed_s"].max() or 0.0), (decode.max() - anchor).total_seconds()
+        )
+        found = clock_placement(
+            busy,
+            spans,
+            max_shift_s=math.ceil(reach) + 1,
+            apart_s=max(float(lengths.median() or 0.0), MIN_CLOCK_SHIFT_S),
+        )
+        if found is None:
+            return None
+        shift, score, elsewhere = found
+        return anchor + timedelta(seconds=shift), score, elsewhere
+
+    @property
+    def gpu_placed(self) -> bool:
+        """Whether ``gpu_placement`` is clear enough to read the trace at that place: agreement
+        of at least ``CLOCK_AGREEMENT``, ``CLOCK_GAIN`` above any other place."""
+        found = self.gpu_placement
+        return (
+            found is not None and found[1] >= CLOCK_AGREEMENT and found[1] - found[2] >= CLOCK_GAIN
+        )
+
+    @cached_property
     def gpu_samples(self) -> pl.DataFrame | None:
         """GPU trace samples on the log's clock, or None when the run has no trace, its trace
         does not overlap the launch or prints no time (``Run.mismatches`` says so). Samples
         without a time are left out; a trace whose clock is clearly off (``clock_shift``) is
         shifted onto the log's, and the diagnosis says so."""
+        trace = self.run.gpu
+        if trace is not None and self.gpu_placed and self.gpu_placement is not None:
+            placed = trace.samples.filter(pl.col("elapsed_s").is_not_null())
+            return placed.with_columns(ts=_at(self.gpu_placement[0]))
         if any(m["input"] == "GPU trace" for m in self.run.mismatches):
             return None
-        trace = self.run.gpu
         samples = trace.samples if trace is not None else None
         if not isinstance(samples, pl.DataFrame) or not samples.height:
             return None
@@ -300,6 +351,28 @@ class RunAnalysis:
     def mismatches(self) -> list[dict[str, str]]:
         """Inputs that do not belong together (``Run.mismatches``), and a GPU clock shifted."""
         out = list(self.run.mismatches)
+        if self.gpu_placement is not None:
+            start, score, elsewhere = self.gpu_placement
+            files = ", ".join(Path(f).name for f in self.run.untimed_gpu_files)
+            found = (
+                f"its busy stretches line up best with the log's decoding when its first sample "
+                f"is at {start:%Y-%m-%d %H:%M:%S} ({score:.0%} agreement, {elsewhere:.0%} at best "
+                "anywhere else)"
+            )
+            stamp = f"{start:%Y-%m-%dT%H:%M:%S}"
+            if self.gpu_placed:
+                detail = (
+                    f"the trace prints no time; {found}, so it is read there: set [gpu_trace] "
+                    f"start = {stamp} in run.toml to make it explicit"
+                )
+            else:
+                detail = (
+                    f"the trace prints no time and nothing places it on the log's clock; {found}, "
+                    "too unclear to use, so its samples are not used: set [gpu_trace] start "
+                    "(local time of the first sample) in run.toml"
+                )
+            kept = [m for m in out if not (m["input"] == "GPU trace" and m["files"] == files)]
+            out = [*kept, {"input": "GPU trace", "files": files, "detail": detail}]
         if self.clock_candidate is not None:
             shift, score, recorded = self.clock_candidate
             offset = self.run.config.clock_offset_s + shift
@@ -523,6 +596,12 @@ class RunAnalysis:
             return "over the run"
         offered = self.phase(index).get("offered")
         return f"at {offered} concurrent requests" if offered else f"in phase {index}"
+
+
+def _at(start: datetime) -> pl.Expr:
+    """``ts`` of samples that print no time: ``start`` plus their ``elapsed_s``."""
+    millis = (pl.col("elapsed_s") * 1000).round().cast(pl.Int64)
+    return (pl.lit(start).cast(pl.Datetime("ms")) + pl.duration(milliseconds=millis)).alias("ts")
 
 
 def _length(value: float | None, default: int) -> int:

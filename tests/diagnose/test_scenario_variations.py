@@ -91,7 +91,8 @@ class Degraded:
 
 _GPU_GONE = "the per-stage busy time and the idle slowest stage come from the GPU trace"
 _NOT_PLACED = (
-    "dcgmi prints no time and nothing gives its start: the trace is not on the log's clock"
+    "dcgmi prints no time and nothing gives its start: the trace is on the log's clock only "
+    "where its busy stretches place it clearly (labelled), else it is left out"
 )
 _SWEEP = "sized from the run's own sweep (neighbouring loads); one load leaves a model or a factor"
 
@@ -253,8 +254,10 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ),
     ("causes", "pp8-unexplained", "no-gpu"): _RESIDUAL_NO_GPU,
     ("causes", "pp8-unexplained", "dcgmi"): (
-        "dcgmi prints no time and run.toml gives no [gpu_trace] start, so the trace is named "
-        "(input-mismatch) and left out; " + _RESIDUAL_NO_GPU
+        "dcgmi prints no time and run.toml gives no [gpu_trace] start; RunAnalysis."
+        "gpu_placement lines its SM-active seconds up with the log's decoding at 37 % at best, "
+        "as well one run away, too unclear to place, so the trace is named (input-mismatch) "
+        "and left out; " + _RESIDUAL_NO_GPU
     ),
     ("skipped", "pp8-unexplained", "no-bench"): _SKIPPED_FOUND.format(
         check="unexplained-slowdown",

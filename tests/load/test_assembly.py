@@ -118,9 +118,12 @@ def test_a_gpu_trace_with_no_time_is_named_and_left_out(tmp_path: Path) -> None:
 
     ctx = RunAnalysis(_with_dcgmi(tmp_path, ""))
     assert ctx.run.gpu is not None and ctx.run.gpu.samples.height == 480
+    # a minute of steady work lines up as well in many places: it is not placed
+    assert not ctx.gpu_placed
     assert ctx.gpu_samples is None and ctx.clock_shift is None
     (note,) = [m for m in ctx.mismatches if m["input"] == "GPU trace"]
     assert note["files"] == "dcgmi.txt" and "[gpu_trace] start" in note["detail"]
+    assert "not used" in note["detail"]
     skipped = {r["check"]: r["missing"] for r in skipped_checks([ctx])}
     assert skipped.get("gpu-idle-bubbles") == "GPU trace"
     found = {f.id: f for f in diagnose([ctx])}
@@ -157,3 +160,47 @@ def test_a_weak_clock_shift_is_named_but_not_applied(tmp_path: Path) -> None:
     (note,) = [m for m in ctx.mismatches if m["input"] == "GPU clock"]
     assert "-40 s later" in note["detail"] and "read as recorded" in note["detail"]
     assert "clock_offset_s = -40" in note["detail"]
+
+
+def _incident_as_dcgmi(run_dir: Path) -> str:
+    """The incident's nvidia-smi trace recorded as ``dcgmi dmon -e 1002 -d 1000`` would print it
+    (one round a second, SM active as a ratio, no time); returns the first round's time."""
+    csv = run_dir / "gpu.csv"
+    header, *rows = csv.read_text().splitlines()
+    cols = [c.strip() for c in header.split(",")]
+    at, gpu, util = cols.index("timestamp"), cols.index("index"), cols.index("utilization.gpu [%]")
+    lines, first = ["#Entity    SMACT", "ID"], None
+    for row in rows:
+        cells = [c.strip() for c in row.split(",")]
+        if cells[at][20:21] != "0":  # the first round of each second (.0xx ms)
+            continue
+        first = first or cells[at]
+        lines.append(f"GPU {cells[gpu]}      {float(cells[util].rstrip(' %')) / 100:.3f}")
+    csv.unlink()
+    (run_dir / "gpu.dcgmi").write_text("\n".join(lines) + "\n")
+    (run_dir / "run.toml").write_text(
+        (run_dir / "run.toml").read_text() + "\n[gpu_trace]\ninterval_s = 1\n"
+    )
+    assert first is not None
+    return first
+
+
+def test_a_gpu_trace_with_no_time_is_placed_by_its_busy_stretches(tmp_path: Path) -> None:
+    """dcgmi without a start: the trace is placed where its busy stretches line up with the
+    log's decoding, within two seconds of where it was recorded, and the note gives the start
+    to set."""
+    run_dir = tmp_path / "pp8"
+    shutil.copytree(SAMPLE / "pp8", run_dir)
+    first = datetime.strptime(_incident_as_dcgmi(run_dir), "%Y/%m/%d %H:%M:%S.%f")
+    ctx = RunAnalysis(run_dir)
+    assert ctx.gpu_placed and ctx.gpu_placement is not None
+    start, score, elsewhere = ctx.gpu_placement
+    assert abs((start - first).total_seconds()) <= 2 and score - elsewhere >= 0.15
+    samples = ctx.gpu_samples
+    assert samples is not None and samples["ts"].null_count() == 0
+    assert samples["ts"].min() == start
+    (note,) = [m for m in ctx.mismatches if m["input"] == "GPU trace"]
+    assert note["files"] == "gpu.dcgmi"
+    assert f"start = {start:%Y-%m-%dT%H:%M:%S}" in note["detail"] and "read there" in note["detail"]
+    assert ctx.busy_by_phase is not None and ctx.busy_by_phase.height
+    assert ctx.clock_shift is None  # placed once, not shifted again
