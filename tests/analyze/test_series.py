@@ -368,3 +368,22 @@ def test_cadence_windows_cut_a_pause_after_a_slow_stretch(tmp_path: Path) -> Non
     windows = cadence_windows(_decode_log(tmp_path, seconds, stages=1))
     assert windows["lines"].to_list() == [10, 8]
     assert cadence_windows(_decode_log(tmp_path, [], stages=1)).height == 0
+
+
+def test_mig_instances_of_one_gpu_are_separate_series() -> None:
+    """Two MIG instances of GPU 0 sampled at the same moments: each sample stands for its own
+    instance's second, not for no time at all."""
+    stamps = [T0 + timedelta(seconds=s) for s in (1, 2, 3)]
+    samples = pl.DataFrame(
+        {
+            "ts": stamps * 2,
+            "gpu": [0] * 6,
+            "mig_instance": [1, 1, 1, 2, 2, 2],
+            "sm_active": [0.9, 0.9, 0.9, 0.1, 0.1, 0.1],
+        }
+    )
+    window = pl.DataFrame({"start": [T0], "end": [T0 + timedelta(seconds=3)]})
+    out, metric = busy_in_windows(samples, window, ["mig_instance"])
+    assert metric == "sm_active"
+    assert out["busy_pct"].to_list() == [pytest.approx(90.0), pytest.approx(10.0)]
+    assert out["samples"].to_list() == [3, 3]

@@ -115,8 +115,8 @@ def busy_in_windows(
     Parameters
     ----------
     samples
-        ``GpuTrace.samples``: ``ts``, ``gpu`` (``source`` and ``host`` when present tell the
-        series apart) and the metric columns.
+        ``GpuTrace.samples``: ``ts``, ``gpu`` (``source``, ``host`` and ``mig_instance`` when
+        present tell the series apart) and the metric columns.
     windows
         ``start``, ``end`` and any columns to group by (``phase``); a window of no length
         reads the sample whose period holds its instant.
@@ -134,7 +134,7 @@ def busy_in_windows(
         metric read. Groups without a sample are absent.
     """
     value, metric = busy_pct(samples, metric)
-    series = [c for c in ("source", "host", "gpu") if c in samples.columns]
+    series = [c for c in ("source", "host", "gpu", "mig_instance") if c in samples.columns]
     extra = [c for c in windows.columns if c not in ("start", "end")]
     empty = pl.DataFrame(
         schema={
