@@ -198,3 +198,6 @@ def test_a_busy_share_read_from_few_samples_carries_no_finding(tmp_path) -> None
         if f.basis == "measured" and f.id in ("unexplained-slowdown", "stage-imbalance"):
             assert f.phase not in uncertain, f
             assert f.evidence["samples"].min() >= MIN_BUSY_SAMPLES, f
+    idle = {f.id: f for f in diagnose([ctx])}["gpu-idle-bubbles"]
+    named = ", ".join(map(str, sorted(uncertain)))
+    assert f"Phase(s) {named} hold fewer than {MIN_BUSY_SAMPLES}" in idle.summary

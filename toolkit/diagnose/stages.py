@@ -324,6 +324,13 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
     idle = [r for r in rows if r["idle"] >= IDLE]
     if not idle:
         return None
+    unsure = _uncertain_phases(ctx)
+    unsure_note = (
+        f" Phase(s) {', '.join(map(str, unsure))} hold fewer than {MIN_BUSY_SAMPLES} trace "
+        "samples per GPU and are not judged."
+        if unsure
+        else ""
+    )
     evidence = pl.DataFrame(
         [
             {k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()}
@@ -361,7 +368,7 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
                 f"active slots) lets the serving model expect {expected_busy:.0%}: "
                 f"{worst['unexplained']:.0%} of each GPU's time is bubbles the slots do not "
                 "explain (communication fences, a CPU-bound loop, or slow kernels), and no "
-                "finding here accounts for them."
+                f"finding here accounts for them.{unsure_note}"
             ),
             evidence=evidence,
             remedy=(
@@ -393,7 +400,7 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
         title=f"GPUs idle {worst['idle']:.0%} while decoding at {worst['offered']} requests",
         summary=(
             f"In phase {worst['phase']} the GPUs were busy {worst['busy']:.0%} "
-            f"({worst['metric']}){model}. {why}"
+            f"({worst['metric']}){model}. {why}{unsure_note}"
         ),
         evidence=evidence,
         remedy="Act on the findings that explain the idle time, then look again.",
@@ -429,6 +436,15 @@ def _phase_idle(ctx: RunAnalysis) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _uncertain_phases(ctx: RunAnalysis) -> list[int]:
+    """Phases whose trace busy share rests on fewer than ``MIN_BUSY_SAMPLES`` samples."""
+    by_phase = ctx.busy_by_phase
+    if by_phase is None or not by_phase.height:
+        return []
+    rows = by_phase.filter(pl.col("samples") < MIN_BUSY_SAMPLES)
+    return sorted(set(rows["phase"].to_list()))
 
 
 def _measured_busy(ctx: RunAnalysis) -> dict[int, tuple[float, str]]:
