@@ -11,14 +11,14 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from toolkit.analyze import runtime_config
+from toolkit.analyze import gpu_clock, runtime_config
 from toolkit.analyze.config import (
     captured_sizes,
     derived_settings,
@@ -35,7 +35,6 @@ from toolkit.analyze.model.machine import MachineIdentity, prior
 from toolkit.analyze.observed_points import observed_points
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.phases import decode_phases
-from toolkit.analyze.series import busy_pct, decoding_windows
 from toolkit.analyze.stages import (
     LOG_INTERVAL,
     phase_busy,
@@ -44,15 +43,10 @@ from toolkit.analyze.stages import (
     stage_timeline,
 )
 from toolkit.errors import ToolkitError
-from toolkit.load.assembly import clock_offset
-from toolkit.load.gpu import trace_formats
 from toolkit.load.run import Run, load_run
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 
-__all__ = ["MIN_CLOCK_SHIFT_S", "RunAnalysis", "model_groups", "observed_points"]
-
-MIN_CLOCK_SHIFT_S = 3.0
-"""A GPU clock off the log's by less than this is within the sampling noise of both."""
+__all__ = ["RunAnalysis", "model_groups", "observed_points"]
 
 _LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
@@ -229,43 +223,46 @@ class RunAnalysis:
 
     # ------------------------------------------------------------------ GPU trace
     @cached_property
-    def clock_shift(self) -> tuple[float, float, float] | None:
-        """(seconds the GPU clock is off the log's, agreement at that shift, agreement as
-        recorded), when the trace's activity lines up clearly better with the log's decoding
-        after a shift of at least ``MIN_CLOCK_SHIFT_S``; else None."""
-        trace = self.run.gpu
-        if trace is None or not trace.samples.height or not self.batches.height:
-            return None
+    def clock_candidate(self) -> tuple[float, float, float] | None:
+        """The GPU clock's shift against the log's, if any (``gpu_clock.clock_candidate``)."""
         if any(m["input"] == "GPU trace" for m in self.run.mismatches):
             return None
-        value, _ = busy_pct(trace.samples)
-        busy = (
-            trace.samples.filter(pl.col("ts").is_not_null())
-            .group_by(pl.col("ts").dt.truncate("1s"))
-            .agg(busy_pct=value.mean())
-            .drop_nulls()
-        )
-        windows = decoding_windows(self.batches, max_gap_s=3.0)  # phases, not the whole sweep
-        spans = list(zip(windows["start"].to_list(), windows["end"].to_list(), strict=True))
-        best = clock_offset(busy, spans)
-        recorded = clock_offset(busy, spans, max_shift_s=0)
-        if best is None or recorded is None:
-            return None
-        shift, score = best
-        if abs(shift) < MIN_CLOCK_SHIFT_S or score - recorded[1] < 0.15 or score < 0.5:
-            return None
-        return shift, score, recorded[1]
+        return gpu_clock.clock_candidate(self.run.gpu, self.batches)
+
+    @cached_property
+    def clock_shift(self) -> tuple[float, float, float] | None:
+        """``clock_candidate`` when its agreement reaches ``CLOCK_AGREEMENT``: the trace is then
+        read shifted; else None."""
+        found = self.clock_candidate
+        return found if found is not None and found[1] >= gpu_clock.CLOCK_AGREEMENT else None
+
+    @cached_property
+    def gpu_placement(self) -> tuple[datetime, float, float] | None:
+        """Where a GPU trace that prints no time lines up with the log (``gpu_clock.placement``)."""
+        return gpu_clock.placement(self.run, self.batches)
+
+    @property
+    def gpu_placed(self) -> bool:
+        """Whether ``gpu_placement`` is clear enough to read the trace at that place."""
+        return gpu_clock.is_clear(self.gpu_placement)
 
     @cached_property
     def gpu_samples(self) -> pl.DataFrame | None:
-        """GPU trace samples on the log's clock, or None when the run has no trace or its trace
-        does not overlap the launch (``Run.mismatches`` says so). A trace whose clock is
-        clearly off (``clock_shift``) is shifted onto the log's, and the diagnosis says so."""
+        """GPU trace samples on the log's clock, or None when the run has no trace, its trace
+        does not overlap the launch or prints no time (``Run.mismatches`` says so). Samples
+        without a time are left out; a trace whose clock is clearly off (``clock_shift``) is
+        shifted onto the log's, and the diagnosis says so."""
+        trace = self.run.gpu
+        if trace is not None and self.gpu_placed and self.gpu_placement is not None:
+            placed = trace.samples.filter(pl.col("elapsed_s").is_not_null())
+            return placed.with_columns(ts=gpu_clock.at_elapsed(self.gpu_placement[0]))
         if any(m["input"] == "GPU trace" for m in self.run.mismatches):
             return None
-        trace = self.run.gpu
         samples = trace.samples if trace is not None else None
         if not isinstance(samples, pl.DataFrame) or not samples.height:
+            return None
+        samples = samples.filter(pl.col("ts").is_not_null())
+        if not samples.height:
             return None
         if self.clock_shift is not None:
             shift = timedelta(seconds=self.clock_shift[0])
@@ -274,36 +271,24 @@ class RunAnalysis:
 
     @cached_property
     def mismatches(self) -> list[dict[str, str]]:
-        """Inputs that do not belong together (``Run.mismatches``), and a GPU clock shifted."""
-        out = list(self.run.mismatches)
-        if self.clock_shift is not None:
-            shift, score, recorded = self.clock_shift
-            offset = self.run.config.clock_offset_s + shift
-            out.append(
-                {
-                    "input": "GPU clock",
-                    "files": ", ".join(
-                        p.name for fmt in trace_formats() for p in self.run.files.get(fmt, [])
-                    ),
-                    "detail": f"the GPUs' busy stretches line up with the log's decoding "
-                    f"{shift:+.0f} s later ({score:.0%} agreement against {recorded:.0%} as "
-                    f"recorded); the trace is read shifted: set clock_offset_s = {offset:g} in "
-                    "run.toml to make it explicit",
-                }
-            )
-        return out
+        """Inputs that do not belong together (``Run.mismatches``), and the GPU clock's notes."""
+        return gpu_clock.clock_notes(
+            self.run, self.gpu_placement, self.gpu_placed, self.clock_candidate, self.clock_shift
+        )
 
     @cached_property
     def roles(self) -> pl.DataFrame | None:
-        """Which GPU runs which stage (``gpu_roles`` of the launch), or None."""
-        if self.launch is None:
+        """Which GPU runs which stage (``gpu_roles`` of the resolved layout, ``Run.layout``),
+        or None when neither a launch nor any witness of the layout is at hand."""
+        layout = self.run.layout
+        if not layout.known and self.launch is None:
             return None
         try:
             from toolkit.load.gpu.roles import gpu_roles
         except ImportError:
             return None
         try:
-            return gpu_roles(self.launch)
+            return gpu_roles(layout)
         except ToolkitError:
             return None
 

@@ -98,6 +98,8 @@ def test_oscillation_only_counts_decoding_time() -> None:
     gpu0 = out.filter(pl.col("gpu") == 0).row(0, named=True)
     assert gpu0["samples"] == 7  # 0.0 … 3.0 s
     assert gpu0["below_share"] == pytest.approx(4 / 7)  # 40, 40, 40 and the 0 at 3.0 s
+    # each sample stands for the 0.5 s before it: the one at 0.0 s covers no decoding time
+    assert gpu0["mean_pct"] == pytest.approx((40 + 100 + 40 + 100 + 40 + 0) / 6)
     assert out.filter(pl.col("gpu") == 1).row(0, named=True)["below_share"] == 0.0
 
 

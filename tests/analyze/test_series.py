@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -15,8 +17,10 @@ from toolkit.analyze.series import (
     WINDOWS,
     bucket_start,
     bucket_width,
+    busy_in_windows,
     busy_metric,
     busy_pct,
+    cadence_windows,
     decoding_windows,
     downsample_means,
     duration_ms,
@@ -240,3 +244,146 @@ def test_since_first_and_thin() -> None:
     assert since_first(frame)["t"].to_list() == [0, 500, 3_000]
     assert thin(pl.DataFrame({"v": range(10)}), 3)["v"].to_list() == [0, 4, 8]
     assert thin(frame, 10).equals(frame)
+
+
+# ── a window's busy share ─────────────────────────────────────────────────────────────────────
+
+
+def _smi(rows: list[tuple[str, int, int]]) -> pl.DataFrame:
+    """``nvidia-smi --query-gpu=timestamp,index,utilization.gpu --format=csv -l 5`` text."""
+    text = "timestamp, index, utilization.gpu [%]\n" + "".join(
+        f"2026/05/12 09:34:{s}, {g}, {u} %\n" for s, g, u in rows
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "gpu.csv"
+        path.write_text(text)
+        return load_gpu_trace(path, cache=False).samples
+
+
+def _window(start: str, end: str, phase: int = 0) -> pl.DataFrame:
+    day = "2026-05-12 09:34:"
+    return pl.DataFrame(
+        {
+            "phase": [phase],
+            "start": [datetime.fromisoformat(day + start)],
+            "end": [datetime.fromisoformat(day + end)],
+        }
+    )
+
+
+def test_a_sample_stands_for_the_interval_before_its_stamp() -> None:
+    """At 5 s sampling the sample stamped 0.139 s into the window read the idle second before
+    the burst: it weighs 0.139 s of the window, not a third of it."""
+    samples = _smi(
+        [
+            (f"{s:06.3f}", g, u)
+            for s, u in ((35.139, 0), (40.139, 0), (45.139, 98), (50.139, 99), (55.139, 97))
+            for g in (0, 1)
+        ]
+    )
+    out, metric = busy_in_windows(samples, _window("40", "55"), ["gpu"])
+    assert metric == "util_pct" and out["gpu"].to_list() == [0, 1]
+    # 0 % over 0.139 s, 98 and 99 % over 5 s each, 97 % over 4.861 s (55.139 ends past 55)
+    expected = (0 * 0.139 + 98 * 5 + 99 * 5 + 97 * 4.861) / 15.0
+    assert out["busy_pct"].to_list() == [pytest.approx(expected)] * 2
+    assert out["samples"].to_list() == [4, 4]
+    assert out["below_half_share"][0] == pytest.approx(0.139 / 15.0)
+    # the mean of the samples stamped inside reads the idle second as a third of the window
+    naive = samples.filter(pl.col("ts") >= _window("40", "55")["start"][0])["util_pct"]
+    assert naive.head(6).mean() < 70 < out["busy_pct"][0]
+
+
+def test_a_pause_in_recording_is_not_covered_by_the_next_sample() -> None:
+    """The sample after a 20 s pause stands for one typical interval (1 s), not for 20 s."""
+    seconds = [10, 11, 12, 13, 33, 34, 35]
+    samples = _smi([(f"{s:02d}.000", 0, 100 if s < 30 else 20) for s in seconds])
+    out, _ = busy_in_windows(samples, _window("14", "40"))
+    assert out["busy_pct"][0] == pytest.approx(20.0)
+    assert out["samples"][0] == 3  # 33, 34, 35: the pause from 14 to 32 holds none
+
+
+def test_a_window_of_no_length_reads_the_sample_holding_its_instant() -> None:
+    samples = _smi([("10.000", 0, 10), ("11.000", 0, 60), ("12.000", 0, 30)])
+    out, _ = busy_in_windows(samples, _window("10.500", "10.500"))
+    assert out["busy_pct"].to_list() == [60.0] and out["samples"].to_list() == [1]
+
+
+def test_samples_count_the_fewest_a_gpu_of_the_group_has() -> None:
+    """GPU 1's recorder missed two rounds: the stage's share rests on its two samples."""
+    rows = [(f"{s:02d}.000", 0, 90) for s in (11, 12, 13, 14)]
+    rows += [(f"{s:02d}.000", 1, 50) for s in (11, 14)]
+    samples = _smi(rows).with_columns(pp=pl.lit(0))
+    out, _ = busy_in_windows(samples, _window("10", "14"), ["pp"])
+    assert out["samples"].to_list() == [2] and out["gpus"].to_list() == [[0, 1]]
+    # GPU 1's 14 s sample stands for 3 s (11→14) capped at its typical interval, 3 s
+    assert out["busy_pct"][0] == pytest.approx((90 * 4 + 50 * 1 + 50 * 3) / 8)
+
+
+def test_busy_in_windows_without_overlap_is_empty_with_its_schema() -> None:
+    samples = _smi([("10.000", 0, 10), ("11.000", 0, 60)])
+    out, _ = busy_in_windows(samples, _window("30", "40"), ["gpu"])
+    assert out.height == 0
+    assert out.columns == ["phase", "gpu", "busy_pct", "below_half_share", "samples", "gpus"]
+
+
+# ── decoding stretches from the log's own cadence ─────────────────────────────────────────────
+
+
+def _decode_log(tmp_path: Path, seconds: list[float], stages: int = 2) -> pl.DataFrame:
+    """A PP log's ``Decode batch`` lines, every stage at each of ``seconds`` after 09:31:00."""
+    base = datetime(2026, 5, 12, 9, 31, 0)
+    lines = []
+    for s in seconds:
+        ts = base + timedelta(seconds=s)
+        for pp in range(stages):
+            lines.append(
+                f"[{ts:%Y-%m-%d %H:%M:%S} PP{pp}] Decode batch, #running-req: 1, #token: 1033, "
+                "token usage: 0.00, cuda graph: True, gen throughput (token/s): 6.15, "
+                "#queue-req: 0\n"
+            )
+    path = tmp_path / "server.log"
+    path.write_text("".join(lines))
+    return load_sglang_log(path, cache=False).batches
+
+
+def test_cadence_windows_keep_a_slowly_logging_phase_whole(tmp_path: Path) -> None:
+    """c=1 under PP8 logs every ~6.5 s, then a 25 s pause, then c=32 every second: two
+    stretches, where a fixed 3 s gap cuts the slow one line by line."""
+    slow = [6, 12, 19, 25, 32, 38, 45, 51]
+    fast = [76 + i for i in range(20)]
+    batches = _decode_log(tmp_path, [float(s) for s in slow + fast])
+    windows = cadence_windows(batches)
+    assert windows.schema == WINDOWS
+    t = datetime(2026, 5, 12, 9, 31, 0)
+    assert windows.rows() == [
+        (t + timedelta(seconds=6), t + timedelta(seconds=51), 16),
+        (t + timedelta(seconds=76), t + timedelta(seconds=95), 40),
+    ]
+    assert decoding_windows(batches, max_gap_s=3).height == len(slow) + 1
+
+
+def test_cadence_windows_cut_a_pause_after_a_slow_stretch(tmp_path: Path) -> None:
+    """A fast phase, a 12 s pause, a fast phase: the pause is 12 intervals long."""
+    seconds = [float(s) for s in [*range(0, 10), *range(22, 30)]]
+    windows = cadence_windows(_decode_log(tmp_path, seconds, stages=1))
+    assert windows["lines"].to_list() == [10, 8]
+    assert cadence_windows(_decode_log(tmp_path, [], stages=1)).height == 0
+
+
+def test_mig_instances_of_one_gpu_are_separate_series() -> None:
+    """Two MIG instances of GPU 0 sampled at the same moments: each sample stands for its own
+    instance's second, not for no time at all."""
+    stamps = [T0 + timedelta(seconds=s) for s in (1, 2, 3)]
+    samples = pl.DataFrame(
+        {
+            "ts": stamps * 2,
+            "gpu": [0] * 6,
+            "mig_instance": [1, 1, 1, 2, 2, 2],
+            "sm_active": [0.9, 0.9, 0.9, 0.1, 0.1, 0.1],
+        }
+    )
+    window = pl.DataFrame({"start": [T0], "end": [T0 + timedelta(seconds=3)]})
+    out, metric = busy_in_windows(samples, window, ["mig_instance"])
+    assert metric == "sm_active"
+    assert out["busy_pct"].to_list() == [pytest.approx(90.0), pytest.approx(10.0)]
+    assert out["samples"].to_list() == [3, 3]

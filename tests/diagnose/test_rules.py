@@ -176,3 +176,36 @@ def test_findings_compare_without_their_evidence() -> None:
     a = Finding("x", "low", "t", "s", pl.DataFrame({"v": [1]}), "r")
     b = Finding("x", "low", "t", "s", pl.DataFrame({"v": [2]}), "r")
     assert a == b and len({a, b}) == 1
+
+
+def test_a_busy_share_read_from_few_samples_carries_no_finding(tmp_path) -> None:
+    """The incident's 100 ms trace thinned to one round every 10 s: a phase of 10–30 s holds one
+    to three samples per GPU. Their count is in the evidence, and a share resting on fewer than
+    ``MIN_BUSY_SAMPLES`` neither sizes a stage's idle time nor its imbalance."""
+    import shutil
+
+    from helpers import SAMPLE
+
+    from toolkit.diagnose.stages import certain_busy
+    from toolkit.diagnose.thresholds import MIN_BUSY_SAMPLES
+
+    run_dir = tmp_path / "pp8"
+    shutil.copytree(SAMPLE / "pp8", run_dir)
+    csv = run_dir / "gpu.csv"
+    header, *rows = csv.read_text().splitlines(keepends=True)
+    # keep the first round of every tenth second (stamps YYYY/MM/DD HH:MM:SS.mmm)
+    kept = [r for r in rows if r[18] == "0" and r[20] == "0"]
+    csv.write_text(header + "".join(kept))
+    ctx = RunAnalysis(run_dir)
+    by_phase = ctx.busy_by_phase
+    assert by_phase is not None and by_phase["samples"].min() < MIN_BUSY_SAMPLES
+    certain = certain_busy(ctx)
+    assert certain is not None and certain["samples"].min() >= MIN_BUSY_SAMPLES
+    uncertain = set(by_phase.filter(pl.col("samples") < MIN_BUSY_SAMPLES)["phase"])
+    for f in diagnose([ctx]):
+        if f.basis == "measured" and f.id in ("unexplained-slowdown", "stage-imbalance"):
+            assert f.phase not in uncertain, f
+            assert f.evidence["samples"].min() >= MIN_BUSY_SAMPLES, f
+    idle = {f.id: f for f in diagnose([ctx])}["gpu-idle-bubbles"]
+    named = ", ".join(map(str, sorted(uncertain)))
+    assert f"Phase(s) {named} hold fewer than {MIN_BUSY_SAMPLES}" in idle.summary

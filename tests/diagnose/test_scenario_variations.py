@@ -91,7 +91,8 @@ class Degraded:
 
 _GPU_GONE = "the per-stage busy time and the idle slowest stage come from the GPU trace"
 _NOT_PLACED = (
-    "dcgmi prints no time and nothing gives its start: the trace is not on the log's clock"
+    "dcgmi prints no time and nothing gives its start: the trace is on the log's clock only "
+    "where its busy stretches place it clearly (labelled), else it is left out"
 )
 _SWEEP = "sized from the run's own sweep (neighbouring loads); one load leaves a model or a factor"
 
@@ -150,12 +151,6 @@ _RESIDUAL_NO_GPU = (
     "Mixtral-8x22B on A100 PCIe exceed this run): the negative residual returns None, and "
     "inputs.NEEDS lists no GPU trace for the check, so it is neither found nor skipped"
 )
-_DCGMI_SILENT = (
-    "load/run.Run.gpu calls load_gpu_trace without a start and run.toml has no key for one, so "
-    "all 736 dcgmi samples have ts null; RunAnalysis.gpu_samples still returns them, so "
-    "inputs.INPUTS['GPU trace'].present is true: no check is listed as skipped, no "
-    "input-mismatch says the trace is off the clock, busy_by_phase is empty"
-)
 _SKIPPED_FOUND = (
     "diagnose/inputs.NEEDS lists {check} as needing the {need}, so skipped_checks reports it "
     "skipped, while the rule ran on other evidence and reported {finding}"
@@ -207,28 +202,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "subtracts that assumed share from the 60 % idle it measures: the eager launch gaps the "
         "assumption misses become 'unexplained' (the GPU idle is the eager cost, 0.60)"
     ),
-    ("stray", "pp8-running-cap", "gpu-5s"): (
-        "unexplained-slowdown high (0.34, measured): the busy share of a phase is the mean of "
-        "the samples stamped inside its steady window; at 5 s one of the three (09:34:40.139, "
-        "covering the second before the burst) reads 0 %, so stage 7 averages 66 %; the sample's "
-        "period before its stamp and the log's whole-second start are not allowed for"
-    ),
-    ("causes", "pp4-stage-imbalance", "no-server-args"): (
-        "stage-imbalance medium (modelled): RunAnalysis.gpu_roles calls gpu_roles(self.launch), "
-        "which reads only the ServerArgs dump; without it every size defaults to 1, so "
-        "busy_by_phase holds GPU 0 alone though the layout resolved from run.toml's command is PP4"
-    ),
-    ("stray", "pp4-stage-imbalance", "no-server-args"): (
-        "unexplained-slowdown high (0.53, measured): with GPU 0 the only stage mapped "
-        "(gpu_roles from the missing dump), residual._from_idle takes stage 0, busy 47 %, as "
-        "the slowest stage of a full pipeline"
-    ),
-    ("stray", "pp8-healthy-full", "gpu-clock-skew"): (
-        "unexplained-slowdown high (0.91, measured): RunAnalysis.clock_shift finds the -44 s "
-        "shift but scores it 0.43 < 0.5 and keeps the recorded clock: decoding_windows("
-        "max_gap_s=3) cuts the c=1 phase, whose PP8 decode lines come every ~6.5 s, into "
-        "zero-length windows that cannot agree with anything"
-    ),
     ("stray", "pp4-stage-imbalance", "no-run-toml"): (
         "unexplained-slowdown high (0.42, modelled): the 16,16,16,32 split is only in run.toml's "
         "command (SGLANG_PP_LAYER_PARTITION); residual._from_model predicts the default 20x4 "
@@ -238,12 +211,11 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "twice the weights)"
     ),
     ("causes", "pp8-unexplained", "no-gpu"): _RESIDUAL_NO_GPU,
-    ("causes", "pp8-unexplained", "dcgmi"): _RESIDUAL_NO_GPU + "; " + _DCGMI_SILENT,
-    ("clock", "pp4-stage-imbalance", "dcgmi"): _DCGMI_SILENT,
-    ("clock", "pp8-unexplained", "dcgmi"): _DCGMI_SILENT,
-    ("clock", "pp8-healthy-full", "gpu-clock-skew"): (
-        "no input-mismatch: RunAnalysis.clock_shift rejects the -44 s shift (score 0.43 < 0.5, "
-        "see the stray high)"
+    ("causes", "pp8-unexplained", "dcgmi"): (
+        "dcgmi prints no time and run.toml gives no [gpu_trace] start; RunAnalysis."
+        "gpu_placement lines its SM-active seconds up with the log's decoding at 37 % at best, "
+        "as well one run away, too unclear to place, so the trace is named (input-mismatch) "
+        "and left out; " + _RESIDUAL_NO_GPU
     ),
     ("skipped", "pp8-unexplained", "no-bench"): _SKIPPED_FOUND.format(
         check="unexplained-slowdown",

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import TEST_DATA
 
 from toolkit import load_run
+from toolkit.errors import ToolkitError
+from toolkit.load.gpu.roles import gpu_roles
 from toolkit.load.layout import resolve_layout
+from toolkit.load.sglang.server_args import parse_launch_command
+from toolkit.run_analysis import RunAnalysis
 
 DATA = TEST_DATA
 
@@ -57,3 +62,39 @@ def test_a_run_toml_command_lays_out_a_run_without_a_dump(tmp_path: Path) -> Non
     )
     run = load_run(tmp_path)
     assert (run.layout.label, run.layout.layout_from) == ("PP2xTP2", "launch command")
+
+
+def test_the_command_places_the_gpus() -> None:
+    """``base_gpu_id``/``gpu_id_step`` from the command when no dump was printed, and its
+    ``CUDA_VISIBLE_DEVICES`` (ordinal k is the k-th listed GPU)."""
+
+    flags = parse_launch_command(
+        "CUDA_VISIBLE_DEVICES=4,5,6,7 python -m sglang.launch_server --model-path m "
+        "--pp-size 2 --tp 2 --base-gpu-id 0"
+    )
+    layout = resolve_layout(None, command=flags)
+    assert layout.visible_devices == (4, 5, 6, 7) and layout.base_gpu_id == 0
+    roles = gpu_roles(layout)
+    assert roles["gpu"].to_list() == [4, 5, 6, 7] and roles["pp"].to_list() == [0, 0, 1, 1]
+    assert roles["label"].to_list()[2] == "PP1 TP0 (GPU 6)"
+    shifted = resolve_layout({"pp_size": 2, "base_gpu_id": 2, "gpu_id_step": 1}, command=flags)
+    assert gpu_roles(shifted)["gpu"].to_list() == [6, 7]  # ordinals 2, 3 of the listed GPUs
+
+
+def test_visible_devices_that_name_no_index_are_not_mapped() -> None:
+
+    env = {"__env__": {"CUDA_VISIBLE_DEVICES": "GPU-ef775c08-e61a,GPU-480048db-5f45"}}
+    assert resolve_layout(None, command={"pp_size": 2, **env}).visible_devices is None
+    short = resolve_layout(None, command={"pp_size": 4, "__env__": {"CUDA_VISIBLE_DEVICES": "0,1"}})
+    with pytest.raises(ToolkitError, match="CUDA_VISIBLE_DEVICES lists 2 GPUs"):
+        gpu_roles(short)
+
+
+def test_stages_are_mapped_to_gpus_without_a_dump(tmp_path: Path) -> None:
+    """No ``server_args=`` line: the rank tags say PP8, and every stage gets its GPU."""
+
+    source = (DATA / "sglang" / "v0.5.23-pp8.log").read_text().splitlines(keepends=True)
+    (tmp_path / "server.log").write_text("".join(s for s in source if "server_args=" not in s))
+    roles = RunAnalysis(tmp_path).roles
+    assert roles is not None
+    assert roles["gpu"].to_list() == list(range(8)) and roles["pp"].to_list() == list(range(8))

@@ -163,7 +163,8 @@ def oscillation(
     threshold_pct: float = 50.0,
     max_gap_s: float = 10.0,
 ) -> pl.DataFrame:
-    """Per GPU: the share of samples below ``threshold_pct`` while the server was decoding.
+    """Per GPU: the share of samples below ``threshold_pct`` while the server was decoding,
+    and the busy % of that time (``series.busy_in_windows``).
 
     Under PP a GPU that swings between ~40 % and 100 % while requests are being decoded is
     waiting for its neighbours part of the time: the pipeline bubble as a monitor sees it.
@@ -178,17 +179,21 @@ def oscillation(
     if not windows.height or not base.height:
         return pl.DataFrame(schema=_osc_schema(samples, keys))
     inside = series.in_windows(base, windows)
+    weighted, _ = series.busy_in_windows(
+        samples, windows.select("start", "end"), keys, metric=metric
+    )
     return (
         inside.group_by(keys)
         .agg(
             samples=pl.len(),
             below_share=(pl.col("v") < threshold_pct).mean(),
-            mean_pct=pl.col("v").mean(),
             p10_pct=pl.col("v").quantile(0.1),
             p90_pct=pl.col("v").quantile(0.9),
         )
+        .join(weighted.select(*keys, mean_pct="busy_pct"), on=keys, how="left")
         .with_columns(metric=pl.lit(metric))
         .sort(keys)
+        .select(list(_osc_schema(samples, keys)))
     )
 
 

@@ -7,6 +7,13 @@ sits in a NCCL receive kernel, which counts as running, so a stage in a bubble c
 ~100 %. DCGM's ``sm_active`` (share of cycles an SM had a warp, a 0–1 ratio) does not count
 the wait, so whenever a trace has values for it, it is the busy measure, scaled to percent.
 
+**A window's busy share.** A sample stands for the interval before its stamp (nvidia-smi
+averages ``utilization.gpu`` over the past sample period; DCGM fields are read the same way):
+its period is the time since the previous sample of the same GPU, at most the series' median
+interval (a pause in recording is not covered). ``busy_in_windows`` weights each sample by how
+much of its period overlaps the window and counts the samples a window holds: at coarse
+sampling a window of a few seconds holds one or two, and its share is uncertain.
+
 **Decoding windows.** Stretches in which the server printed ``Decode batch`` lines with no
 pause longer than ``max_gap_s``: GPU samples outside them (startup, an idle server) would
 dilute a busy share.
@@ -27,12 +34,15 @@ import polars as pl
 from toolkit.errors import ToolkitError
 
 __all__ = [
+    "PAUSE_CADENCES",
     "RATIO_METRICS",
     "WINDOWS",
     "bucket_start",
     "bucket_width",
+    "busy_in_windows",
     "busy_metric",
     "busy_pct",
+    "cadence_windows",
     "decoding_windows",
     "downsample_means",
     "duration_ms",
@@ -92,6 +102,104 @@ def busy_pct(samples: pl.DataFrame, metric: str | None = None) -> tuple[pl.Expr,
     return value, metric
 
 
+def busy_in_windows(
+    samples: pl.DataFrame,
+    windows: pl.DataFrame,
+    by: Sequence[str] = (),
+    *,
+    metric: str | None = None,
+) -> tuple[pl.DataFrame, str]:
+    """Busy % per window and ``by`` (GPU columns of ``samples``), each sample weighted by the
+    overlap of its period with the window.
+
+    Parameters
+    ----------
+    samples
+        ``GpuTrace.samples``: ``ts``, ``gpu`` (``source``, ``host`` and ``mig_instance`` when
+        present tell the series apart) and the metric columns.
+    windows
+        ``start``, ``end`` and any columns to group by (``phase``); a window of no length
+        reads the sample whose period holds its instant.
+    by
+        Sample columns to keep apart within a window (``gpu``, ``pp``).
+    metric
+        As in ``busy_pct``.
+
+    Returns
+    -------
+    (pl.DataFrame, str)
+        The window columns other than ``start``/``end``, ``by``, ``busy_pct`` (weighted mean),
+        ``below_half_share`` (weighted share of time under 50 %), ``samples`` (fewest samples
+        any GPU of the group has in the window) and ``gpus`` (sorted GPU indices); and the
+        metric read. Groups without a sample are absent.
+    """
+    value, metric = busy_pct(samples, metric)
+    series = [c for c in ("source", "host", "gpu", "mig_instance") if c in samples.columns]
+    extra = [c for c in windows.columns if c not in ("start", "end")]
+    empty = pl.DataFrame(
+        schema={
+            **{c: windows.schema[c] for c in extra},
+            **{c: samples.schema[c] for c in by},
+            "busy_pct": pl.Float64(),
+            "below_half_share": pl.Float64(),
+            "samples": pl.UInt32(),
+            "gpus": pl.List(pl.Int32()),
+        }
+    )
+    points = (
+        samples.select(pl.col("ts").cast(_T), *series, *(c for c in by if c not in series), v=value)
+        .filter(pl.col("ts").is_not_null() & pl.col("v").is_not_null())
+        .sort(*series, "ts")
+    )
+    if not points.height or not windows.height:
+        return empty, metric
+    gap = pl.col("ts").diff().over(series) if series else pl.col("ts").diff()
+    points = points.with_columns(_gap=gap.dt.total_milliseconds())
+    typical = pl.col("_gap").median().over(series) if series else pl.col("_gap").median()
+    points = points.with_columns(_typ=typical.fill_null(pl.col("_gap").median()).fill_null(1000))
+    period = pl.min_horizontal(pl.col("_gap").fill_null(pl.col("_typ")), pl.col("_typ")).clip(1)
+    points = points.with_columns(_from=pl.col("ts") - pl.duration(milliseconds=period)).drop(
+        "_gap", "_typ"
+    )
+    spans = windows.select(
+        pl.col("start").cast(_T).alias("_start"), pl.col("end").cast(_T).alias("_end"), *extra
+    )
+    overlap = (
+        pl.min_horizontal("ts", "_end") - pl.max_horizontal("_from", "_start")
+    ).dt.total_milliseconds()
+    pairs = (
+        points.join_where(spans, pl.col("ts") >= pl.col("_start"), pl.col("_from") < pl.col("_end"))
+        .with_columns(
+            _w=pl.when(pl.col("_end") > pl.col("_start"))
+            .then(overlap.cast(pl.Float64))
+            .otherwise(1.0)
+        )
+        .filter(pl.col("_w") > 0)
+    )
+    if not pairs.height:
+        return empty, metric
+    keys = [*extra, *by]
+    if not keys:
+        pairs, keys = pairs.with_columns(_all=pl.lit(0)), ["_all"]
+    per_series = [*keys, *(c for c in series if c not in keys)]
+    weighted = pl.col("_w").sum()
+    out = (
+        pairs.with_columns(_n=pl.len().over(per_series))
+        .group_by(keys)
+        .agg(
+            busy_pct=(pl.col("v") * pl.col("_w")).sum() / weighted,
+            below_half_share=((pl.col("v") < 50.0).cast(pl.Float64) * pl.col("_w")).sum()
+            / weighted,
+            samples=pl.col("_n").min().cast(pl.UInt32),
+            gpus=pl.col("gpu").cast(pl.Int32).unique().sort()
+            if "gpu" in pairs.columns
+            else pl.lit([], pl.List(pl.Int32)),
+        )
+        .sort(keys)
+    )
+    return out.select(empty.columns).cast(dict(empty.schema)), metric
+
+
 # ── decoding windows ──────────────────────────────────────────────────────────────────────────
 
 WINDOWS = pl.Schema({"start": _T, "end": _T, "lines": pl.UInt32()})
@@ -113,6 +221,66 @@ def decoding_windows(batches: pl.DataFrame, *, max_gap_s: float = 10.0) -> pl.Da
         ts.with_columns(window=gap.fill_null(False).cum_sum())
         .group_by("window")
         .agg(start=pl.col("ts").min(), end=pl.col("ts").max(), lines=pl.len())
+        .sort("start")
+        .select(WINDOWS.names())
+        .cast(dict(WINDOWS))
+    )
+
+
+PAUSE_CADENCES = 3.0
+"""A gap between one stage's decode lines longer than this many of its neighbouring intervals
+is a pause (a stage logs every 40 micro-batch steps, so its interval varies 10× with load)."""
+
+_STAGE_KEYS = ("source", "host", "dp", "pp", "attn_cp", "moe_dp", "tp", "ep")
+
+
+def cadence_windows(batches: pl.DataFrame) -> pl.DataFrame:
+    """Stretches of decoding as the log's own cadence shows them (schema ``WINDOWS``).
+
+    Per stage (file and rank tags), a gap between successive ``Decode batch`` lines is a pause
+    when longer than ``PAUSE_CADENCES`` times the interval around it: the median of the five
+    gaps before it or of the five after, whichever is longer (a stretch logging slowly is not
+    cut by a fast neighbour), and at least 1 s (the resolution of a log without
+    milliseconds). A stretch runs from its first line to its last (the first line of a stretch
+    reports between one and ``decode_log_interval`` steps, so nothing earlier is assumed); the
+    stretches of all stages are merged.
+    """
+    keys = [c for c in _STAGE_KEYS if c in batches.columns]
+    lines = (
+        batches.lazy()
+        .filter((pl.col("kind") == "decode") & pl.col("ts").is_not_null())
+        .select(*keys, pl.col("ts").cast(_T))
+        .sort(*keys, "ts")
+        .collect()
+    )
+    if not lines.height:
+        return pl.DataFrame(schema=WINDOWS)
+    over = keys or None
+    gap = pl.col("ts").diff().dt.total_milliseconds().cast(pl.Float64) / 1000.0
+    lines = lines.with_columns(_gap=gap.over(over) if over else gap)
+    before = pl.col("_gap").shift(1).rolling_median(5, min_samples=1)
+    after = pl.col("_gap").reverse().shift(1).rolling_median(5, min_samples=1).reverse()
+    if over:
+        before, after = before.over(over), after.over(over)
+    lines = lines.with_columns(
+        _local=pl.max_horizontal(before, after).fill_null(pl.col("_gap")).clip(1.0)
+    )
+    pause = pl.col("_gap").is_null() | (pl.col("_gap") > PAUSE_CADENCES * pl.col("_local"))
+    lines = lines.with_columns(_pause=pause)
+    stretch = pl.col("_pause").cum_sum()
+    lines = lines.with_columns(_stretch=stretch.over(over) if over else stretch)
+    stretches = (
+        lines.group_by(*keys, "_stretch")
+        .agg(start=pl.col("ts").min(), end=pl.col("ts").max(), lines=pl.len())
+        .sort("start")
+    )
+    # merge stretches that overlap (the stages of one stretch of decoding, and neighbours)
+    merged = stretches.with_columns(
+        _window=(pl.col("start") > pl.col("end").cum_max().shift(1)).fill_null(False).cum_sum()
+    )
+    return (
+        merged.group_by("_window")
+        .agg(start=pl.col("start").min(), end=pl.col("end").max(), lines=pl.col("lines").sum())
         .sort("start")
         .select(WINDOWS.names())
         .cast(dict(WINDOWS))

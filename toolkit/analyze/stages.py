@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.series import busy_pct, decoding_windows, in_windows
+from toolkit.analyze.series import busy_in_windows, decoding_windows
 from toolkit.schema import Column, schema_of
 
 __all__ = [
@@ -104,7 +104,8 @@ STAGE_BUSY_COLUMNS: tuple[Column, ...] = (
     Column("pp", _I, "pipeline stage"),
     Column("gpus", pl.List(pl.Int32()), "GPU indices of the stage"),
     Column("busy_pct", _F, "mean GPU busy % while decoding (trace); null without a trace"),
-    Column("below_half_share", _F, "share of trace samples under 50 % while decoding"),
+    Column("below_half_share", _F, "share of the decoding time read under 50 % (trace)"),
+    Column("samples", pl.UInt32(), "trace samples per GPU of the stage while decoding"),
     Column("fwd_occupancy_pct", _F, "mean `fwd occupancy` of the stage's decode lines, %"),
     Column("metric", _S, "busy measure: sm_active, util_pct (trace) or fwd_occupancy (log)"),
     Column("vs_mean", _F, "the stage's busy over the mean of all stages (1.0 = balanced)"),
@@ -380,6 +381,7 @@ def stage_busy(
             gpus=pl.lit(None, pl.List(pl.Int32())),
             busy_pct=pl.lit(None, _F),
             below_half_share=pl.lit(None, _F),
+            samples=pl.lit(None, pl.UInt32()),
             metric=pl.lit("fwd_occupancy"),
         )
         base = "fwd_occupancy_pct"
@@ -407,30 +409,18 @@ def _trace_busy(
 def _busy_in(
     samples: pl.DataFrame, roles: pl.DataFrame | None, windows: pl.DataFrame
 ) -> pl.DataFrame | None:
-    """Per window ``phase`` and stage: mean busy %, share under 50 %, GPUs, the metric."""
+    """Per window ``phase`` and stage: busy % (``series.busy_in_windows``), share under 50 %,
+    samples per GPU, GPUs, the metric."""
     if roles is None or not roles.height or "ts" not in samples.columns or not windows.height:
         return None
-    value, metric = busy_pct(samples)
-    points = samples.select(pl.col("ts").cast(_T), pl.col("gpu").cast(pl.Int32), v=value).filter(
-        pl.col("ts").is_not_null() & pl.col("v").is_not_null()
-    )
-    if not points.height:
-        return None
-    inside = in_windows(points, windows.select("start", "end", "phase"))
-    if not inside.height:
-        return None
     stage_of = roles.select(pl.col("gpu").cast(pl.Int32), pl.col("pp").cast(_I))
-    return (
-        inside.join(stage_of, on="gpu", how="inner")
-        .group_by("phase", "pp")
-        .agg(
-            gpus=pl.col("gpu").unique().sort(),
-            busy_pct=pl.col("v").mean(),
-            below_half_share=(pl.col("v") < 50.0).mean(),
-        )
-        .with_columns(metric=pl.lit(metric))
-        .sort("phase", "pp")
+    staged = samples.with_columns(pl.col("gpu").cast(pl.Int32)).join(
+        stage_of, on="gpu", how="inner"
     )
+    out, metric = busy_in_windows(staged, windows.select("start", "end", "phase"), ["pp"])
+    if not out.height:
+        return None
+    return out.with_columns(metric=pl.lit(metric)).sort("phase", "pp")
 
 
 PHASE_BUSY_COLUMNS: tuple[Column, ...] = (
@@ -438,7 +428,8 @@ PHASE_BUSY_COLUMNS: tuple[Column, ...] = (
     Column("pp", _I, "pipeline stage"),
     Column("gpus", pl.List(pl.Int32()), "GPU indices of the stage"),
     Column("busy_pct", _F, "mean GPU busy % of the stage during the phase"),
-    Column("below_half_share", _F, "share of samples under 50 % during the phase"),
+    Column("below_half_share", _F, "share of the phase's time read under 50 %"),
+    Column("samples", pl.UInt32(), "trace samples per GPU of the stage in the phase (fewest)"),
     Column("metric", _S, "sm_active or util_pct"),
 )
 PHASE_BUSY = schema_of(PHASE_BUSY_COLUMNS)
@@ -448,7 +439,8 @@ def phase_busy(
     samples: pl.DataFrame, roles: pl.DataFrame | None, phases: pl.DataFrame
 ) -> pl.DataFrame:
     """Per phase and stage: how busy the GPUs were between the phase's first and last decode
-    line (schema ``PHASE_BUSY``); empty without a trace, roles or overlap."""
+    line, each sample weighted by its overlap with that span (schema ``PHASE_BUSY``); empty
+    without a trace, roles or overlap."""
     out = _busy_in(samples, roles, phases)
     if out is None:
         return pl.DataFrame(schema=PHASE_BUSY)

@@ -32,6 +32,7 @@ from toolkit.analyze.model import Params, Workload, predict
 from toolkit.analyze.model.machine import prior
 from toolkit.diagnose.finding import Finding, severity_of
 from toolkit.diagnose.slots import SLOT_TOLERANCE, measured_round
+from toolkit.diagnose.stages import certain_busy
 from toolkit.diagnose.thresholds import MIN_UNEXPLAINED, PLAUSIBLE_LINK
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
@@ -102,7 +103,7 @@ def _measurable(ctx: RunAnalysis, r: dict[str, Any]) -> bool:
     without PP): then the slowest stage's idle time is measured, not modelled."""
     active = r["active_slots_est"]
     full = ctx.pp == 1 or (active is not None and active >= ctx.pp - SLOT_TOLERANCE)
-    busy = ctx.busy_by_phase
+    busy = certain_busy(ctx)
     if not full or busy is None:
         return False
     rows = busy.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
@@ -113,8 +114,9 @@ def _from_idle(
     ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Finding]
 ) -> Finding | None:
     """The slowest stage's idle share in a full pipeline, less what eager steps explain."""
-    assert ctx.busy_by_phase is not None
-    rows = ctx.busy_by_phase.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
+    busy = certain_busy(ctx)
+    assert busy is not None
+    rows = busy.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
     top = rows.sort("busy_pct", descending=True).row(0, named=True)
     idle = 1.0 - min(float(top["busy_pct"]) / 100.0, 1.0)
     eager = [f for f in named if f.id == "cuda-graph-miss"]
@@ -130,7 +132,9 @@ def _from_idle(
         if explained > 0
         else ""
     )
-    evidence = rows.select("phase", "pp", "gpus", pl.col("busy_pct").round(1), "metric").sort("pp")
+    evidence = rows.select(
+        "phase", "pp", "gpus", pl.col("busy_pct").round(1), "samples", "metric"
+    ).sort("pp")
     return Finding(
         id="unexplained-slowdown",
         severity=severity_of(share),

@@ -19,10 +19,17 @@ from toolkit.analyze.model import StageClock, Workload, layer_partition, predict
 from toolkit.analyze.stages import desync_share
 from toolkit.diagnose.finding import Finding, severity_of
 from toolkit.diagnose.slots import SLOT_TOLERANCE
+from toolkit.diagnose.thresholds import MIN_BUSY_SAMPLES
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["gpu_idle_bubbles", "pp_lockstep_logging", "stage_desync", "stage_imbalance"]
+__all__ = [
+    "certain_busy",
+    "gpu_idle_bubbles",
+    "pp_lockstep_logging",
+    "stage_desync",
+    "stage_imbalance",
+]
 
 _DESYNC_EVIDENCE = ["kind", "ordinal", "ts", "running_req_min", "running_req_max", "token_min",
                     "token_max", "spread_s"]  # fmt: skip
@@ -159,7 +166,9 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
             "The last stage also holds the lm_head, and the default partition gives the last "
             f"stages the extra layers. {when}"
         ),
-        evidence=values.select("pp", "gpus", "busy_pct", "fwd_occupancy_pct", "metric", "vs_mean")
+        evidence=values.select(
+            "pp", "gpus", "busy_pct", "samples", "fwd_occupancy_pct", "metric", "vs_mean"
+        )
         .with_columns(pl.col("busy_pct", "fwd_occupancy_pct", "vs_mean").round(2))
         .head(20),
         remedy=remedy + "; the first stage also holds the embedding, so measure after moving.",
@@ -262,9 +271,19 @@ def _partition_gain(
     return max(0.0, 1 - now / moved)
 
 
+def certain_busy(ctx: RunAnalysis) -> pl.DataFrame | None:
+    """``busy_by_phase`` without the stages of a phase read from fewer than
+    ``MIN_BUSY_SAMPLES`` samples per GPU (coarse sampling of a short window): their share is
+    shown in evidence but no finding rests on it. None without a trace."""
+    by_phase = ctx.busy_by_phase
+    if by_phase is None:
+        return None
+    return by_phase.filter(pl.col("samples") >= MIN_BUSY_SAMPLES)
+
+
 def _busy_when_full(ctx: RunAnalysis, phases: list[int]) -> pl.DataFrame | None:
     """Per stage busy over the phases with a full pipeline (trace only), ``STAGE_BUSY``-like."""
-    by_phase = ctx.busy_by_phase
+    by_phase = certain_busy(ctx)
     if by_phase is None or not by_phase.height:
         return None
     rows = by_phase.filter(pl.col("phase").is_in(phases))
@@ -273,6 +292,7 @@ def _busy_when_full(ctx: RunAnalysis, phases: list[int]) -> pl.DataFrame | None:
     per_stage = rows.group_by("pp").agg(
         pl.col("gpus").first(),
         pl.col("busy_pct").mean(),
+        pl.col("samples").sum(),
         pl.col("metric").first(),
     )
     mean = per_stage["busy_pct"].mean()
@@ -305,6 +325,13 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
     idle = [r for r in rows if r["idle"] >= IDLE]
     if not idle:
         return None
+    unsure = _uncertain_phases(ctx)
+    unsure_note = (
+        f" Phase(s) {', '.join(map(str, unsure))} hold fewer than {MIN_BUSY_SAMPLES} trace "
+        "samples per GPU and are not judged."
+        if unsure
+        else ""
+    )
     evidence = pl.DataFrame(
         [
             {k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()}
@@ -342,7 +369,7 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
                 f"active slots) lets the serving model expect {expected_busy:.0%}: "
                 f"{worst['unexplained']:.0%} of each GPU's time is bubbles the slots do not "
                 "explain (communication fences, a CPU-bound loop, or slow kernels), and no "
-                "finding here accounts for them."
+                f"finding here accounts for them.{unsure_note}"
             ),
             evidence=evidence,
             remedy=(
@@ -374,7 +401,7 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
         title=f"GPUs idle {worst['idle']:.0%} while decoding at {worst['offered']} requests",
         summary=(
             f"In phase {worst['phase']} the GPUs were busy {worst['busy']:.0%} "
-            f"({worst['metric']}){model}. {why}"
+            f"({worst['metric']}){model}. {why}{unsure_note}"
         ),
         evidence=evidence,
         remedy="Act on the findings that explain the idle time, then look again.",
@@ -412,9 +439,18 @@ def _phase_idle(ctx: RunAnalysis) -> list[dict[str, Any]]:
     return out
 
 
+def _uncertain_phases(ctx: RunAnalysis) -> list[int]:
+    """Phases whose trace busy share rests on fewer than ``MIN_BUSY_SAMPLES`` samples."""
+    by_phase = ctx.busy_by_phase
+    if by_phase is None or not by_phase.height:
+        return []
+    rows = by_phase.filter(pl.col("samples") < MIN_BUSY_SAMPLES)
+    return sorted(set(rows["phase"].to_list()))
+
+
 def _measured_busy(ctx: RunAnalysis) -> dict[int, tuple[float, str]]:
     """Phase → (mean busy share over stages, metric), from the trace, else fwd occupancy."""
-    by_phase = ctx.busy_by_phase
+    by_phase = certain_busy(ctx)
     if by_phase is not None and by_phase.height:
         agg = by_phase.group_by("phase").agg(pl.col("busy_pct").mean(), pl.col("metric").first())
         return {r["phase"]: (r["busy_pct"] / 100.0, r["metric"]) for r in agg.iter_rows(named=True)}

@@ -34,6 +34,7 @@ ASSUMED_EAGER_SLOWDOWN = 1.5  # eager step over graph step when the log holds no
 MIN_EAGER_SHARE = 0.05  # share of decode tokens on eager steps worth a finding
 
 # Stages
+MIN_BUSY_SAMPLES = 3  # trace samples per GPU a phase's busy share rests on; fewer are uncertain
 IMBALANCE = 1.15  # busiest stage over the mean that counts as imbalance
 IDLE = 0.40  # idle share of a decoding GPU worth explaining
 UNEXPLAINED_IDLE = 0.15  # idle share beyond the model's that is a fault of its own

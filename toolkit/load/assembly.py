@@ -28,6 +28,7 @@ __all__ = [
     "SAME_START_S",
     "choose_launch",
     "clock_offset",
+    "clock_placement",
     "launch_spans",
     "overlap_s",
 ]
@@ -151,6 +152,42 @@ def clock_offset(
     their agreement (shared active seconds over the seconds either is active). The count per
     shift is accumulated interval by interval, linear in the trace's active seconds.
     """
+    scores = _agreement(busy, decoding, max_shift_s)
+    return None if scores is None else _best(scores, max_shift_s)
+
+
+def clock_placement(
+    busy: pl.DataFrame,
+    decoding: Sequence[tuple[datetime, datetime]],
+    *,
+    max_shift_s: int,
+    apart_s: float,
+) -> tuple[float, float, float] | None:
+    """``clock_offset`` with a third value: the best agreement of any shift more than
+    ``apart_s`` from the chosen one, which says how clearly the choice stands out (a trace of a
+    sweep of alike runs also agrees one run early or late)."""
+    scores = _agreement(busy, decoding, max_shift_s)
+    if scores is None:
+        return None
+    shift, score = _best(scores, max_shift_s)
+    others = [v for i, v in enumerate(scores) if abs(i - max_shift_s - shift) > apart_s]
+    return shift, score, max(others, default=0.0)
+
+
+def _best(scores: list[float], max_shift_s: int) -> tuple[float, float]:
+    """The shift of the highest agreement; on a tie, the smallest shift."""
+    best = (0.0, -1.0)
+    for i, score in enumerate(scores):
+        shift = i - max_shift_s
+        if score > best[1] + 1e-9 or (abs(score - best[1]) <= 1e-9 and abs(shift) < abs(best[0])):
+            best = (float(shift), score)
+    return best
+
+
+def _agreement(
+    busy: pl.DataFrame, decoding: Sequence[tuple[datetime, datetime]], max_shift_s: int
+) -> list[float] | None:
+    """Agreement per shift from ``-max_shift_s`` to ``max_shift_s`` (``clock_offset``)."""
     if not busy.height or not decoding:
         return None
     peak = float(busy["busy_pct"].max() or 0.0)
@@ -174,13 +211,10 @@ def clock_offset(
             if lo <= hi:
                 diff[lo + max_shift_s] += 1
                 diff[hi + max_shift_s + 1] -= 1
-    best = (0.0, -1.0)
+    scores = []
     shared = 0
     for i in range(width):
         shared += diff[i]
         union = len(gpu) + log_seconds - shared
-        score = shared / union if union else 0.0
-        shift = i - max_shift_s
-        if score > best[1] + 1e-9 or (abs(score - best[1]) <= 1e-9 and abs(shift) < abs(best[0])):
-            best = (float(shift), score)
-    return best
+        scores.append(shared / union if union else 0.0)
+    return scores

@@ -61,6 +61,10 @@ class RunLayout:
     chunked_prefill_size: int | None = None
     max_total_num_tokens: int | None = None
     layout_from: str = "unknown"  # "ServerArgs", "launch command", "rank tags" or "unknown"
+    base_gpu_id: int = 0  # first GPU of the launch (CUDA ordinal)
+    gpu_id_step: int = 1  # ordinals between a stage's TP ranks
+    dp_attention: bool = False  # enable_dp_attention: DP splits the TP ranks
+    visible_devices: tuple[int, ...] | None = None  # CUDA_VISIBLE_DEVICES of the command
 
     @property
     def known(self) -> bool:
@@ -158,7 +162,33 @@ def resolve_layout(
         chunked_prefill_size=settings["chunked_prefill_size"],
         max_total_num_tokens=settings["max_total_num_tokens"],
         layout_from=source,
+        base_gpu_id=_placement(args, flags, "base_gpu_id", 0),
+        gpu_id_step=max(_placement(args, flags, "gpu_id_step", 1), 1),
+        dp_attention=bool(args.get("enable_dp_attention", flags.get("enable_dp_attention"))),
+        visible_devices=_visible_devices(flags.get("__env__")),
     )
+
+
+def _placement(args: Mapping[str, Any], flags: Mapping[str, Any], key: str, default: int) -> int:
+    """A GPU placement setting (``base_gpu_id``, ``gpu_id_step``): ServerArgs, else the
+    command, else SGLang's default."""
+    for witness in (args, flags):
+        value = witness.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return default
+
+
+def _visible_devices(env: Any) -> tuple[int, ...] | None:
+    """``CUDA_VISIBLE_DEVICES=2,3,4,5`` of the launch command as GPU indices; None when unset
+    or not a list of indices (UUIDs, MIG names: no index to map)."""
+    value = env.get("CUDA_VISIBLE_DEVICES") if isinstance(env, Mapping) else None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    if not all(p.isdecimal() and len(p) <= 4 for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
 
 
 def _count(value: Any) -> int | None:

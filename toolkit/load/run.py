@@ -181,6 +181,17 @@ class Run:
         return (ts.min(), ts.max()) if ts.len() else None
 
     @cached_property
+    def untimed_gpu_files(self) -> list[str]:
+        """GPU trace files none of whose samples has a time (no ``[gpu_trace] start`` given
+        for a format that prints none), in load order."""
+        if self.gpu is None or not self.gpu.samples.height:
+            return []
+        per_file = self.gpu.samples.group_by("source", maintain_order=True).agg(
+            timed=pl.col("ts").is_not_null().any()
+        )
+        return per_file.filter(~pl.col("timed"))["source"].to_list()
+
+    @cached_property
     def mismatches(self) -> list[dict[str, str]]:
         """Inputs that do not belong with the chosen launch: other launches (a restart, another
         file's server), a GPU trace from another time. Each: ``input``, ``files``, ``detail``."""
@@ -218,6 +229,19 @@ class Run:
                     "files": ", ".join(sorted({Path(f).name for f, _, _ in bad})),
                     "detail": f"{len(bad)} line(s) are no phase record and were left out "
                     f"({where}: {bad[0][2]})",
+                }
+            )
+        untimed = self.untimed_gpu_files
+        if untimed:
+            whole = self.gpu_span is None
+            out.append(
+                {
+                    "input": "GPU trace" if whole else "GPU trace files",
+                    "files": ", ".join(Path(s).name for s in untimed),
+                    "detail": "these files print no time (dcgmi dmon, exporter scrapes) and "
+                    "nothing places them on the log's clock, so their samples are not used: set "
+                    "[gpu_trace] start (local time of the first sample) and interval_s in "
+                    "run.toml",
                 }
             )
         trace, span = self.gpu_span, self.launch_span

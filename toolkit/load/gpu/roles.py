@@ -1,10 +1,13 @@
-"""``gpu_roles``: which GPU runs which pipeline stage, from a launch's ServerArgs.
+"""``gpu_roles``: which GPU runs which pipeline stage, from a launch's layout.
 
 SGLang's engine places scheduler processes like this: per node, the stages
 ``pp_size // nnodes`` of them, and for each stage the TP ranks ``tp_size // nodes_per_stage``
 of them, at ``base_gpu_id + (pp % pp_per_node) × tp_per_node + (tp % tp_per_node) ×
 gpu_id_step``. Plain data parallelism (``dp_size`` > 1 without ``enable_dp_attention``) runs
 ``dp_size`` such groups one after another on the GPUs; DP attention splits the TP ranks.
+These are CUDA ordinals: with ``CUDA_VISIBLE_DEVICES=2,3,…`` in the launch command ordinal *k*
+is the *k*-th listed GPU (nvidia-smi numbers GPUs by PCI bus; CUDA does too when
+``CUDA_DEVICE_ORDER=PCI_BUS_ID``, and on a machine of one GPU model in practice).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ToolkitError
+from toolkit.load.layout import RunLayout
 from toolkit.schema.gpu import ROLES
 
 
@@ -24,14 +28,29 @@ def gpu_roles(launch_or_server_args: Any) -> pl.DataFrame:
     Parameters
     ----------
     launch_or_server_args
-        A ``Launch`` (anything with ``.server_args``) or the ServerArgs dict itself. Missing
-        keys take SGLang's defaults (sizes 1, ``base_gpu_id`` 0, ``gpu_id_step`` 1).
+        A ``RunLayout`` (``Run.layout``: sizes from every witness, with the command's
+        ``CUDA_VISIBLE_DEVICES``), a ``Launch`` (anything with ``.server_args``) or the
+        ServerArgs dict itself. Missing keys take SGLang's defaults (sizes 1, ``base_gpu_id``
+        0, ``gpu_id_step`` 1).
 
     Returns
     -------
     pl.DataFrame
         One row per scheduler process, ``toolkit.schema.gpu.ROLES``, sorted by node and GPU.
     """
+    visible: tuple[int, ...] | None = None
+    if isinstance(launch_or_server_args, RunLayout):
+        layout = launch_or_server_args
+        visible = layout.visible_devices
+        launch_or_server_args = {
+            "tp_size": layout.tp,
+            "pp_size": layout.pp,
+            "dp_size": layout.dp,
+            "nnodes": layout.nnodes,
+            "base_gpu_id": layout.base_gpu_id,
+            "gpu_id_step": layout.gpu_id_step,
+            "enable_dp_attention": layout.dp_attention,
+        }
     args = getattr(launch_or_server_args, "server_args", launch_or_server_args)
     if not isinstance(args, Mapping):
         raise ToolkitError(f"gpu_roles needs a launch or a server_args dict, not {type(args)}")
@@ -67,6 +86,13 @@ def gpu_roles(launch_or_server_args: Any) -> pl.DataFrame:
                         + (tp_rank % tp_per_node) * step
                     )
                     dp_rank = tp_rank // (tp // dp) if dp_attention and dp > 1 else group
+                    if visible is not None:
+                        if gpu >= len(visible):
+                            raise ToolkitError(
+                                f"CUDA_VISIBLE_DEVICES lists {len(visible)} GPUs, the layout "
+                                f"places a rank on ordinal {gpu}"
+                            )
+                        gpu = visible[gpu]
                     rows.append((node, gpu, pp_rank, tp_rank, dp_rank))
     multi_dp = dp > 1
     out = []

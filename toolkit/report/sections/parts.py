@@ -100,11 +100,10 @@ def gpu_labels(runs: RunSet, run: Run) -> dict[int, str]:
     trace = runs.gpu(run)
     indices = sorted(trace.samples["gpu"].drop_nulls().unique().to_list()) if trace else []
     names = {g: f"GPU {g}" for g in indices}
-    if run.launch is not None:
+    if run.layout.known and run.layout.pp > 1:
         try:
-            roles = gpu_roles(run.launch)
+            roles = gpu_roles(run.layout)
         except ToolkitError:
             return names
-        if run.layout.pp > 1:
-            names |= dict(zip(roles["gpu"].to_list(), roles["label"].to_list(), strict=True))
+        names |= dict(zip(roles["gpu"].to_list(), roles["label"].to_list(), strict=True))
     return names

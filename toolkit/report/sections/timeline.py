@@ -15,6 +15,7 @@ from toolkit.analyze.timeline import (
     time_span,
 )
 from toolkit.chart.timeline import stage_strips_chart
+from toolkit.errors import ToolkitError
 from toolkit.load.gpu.trace import gpu_roles
 from toolkit.report.runs import RunSet
 from toolkit.report.sections.parts import (
@@ -68,7 +69,10 @@ def stage_timeline(
     chosen = pick_run(runs, run)
     label = runs.label_of(chosen)
     pp_size = pp_size_of(chosen)
-    roles = gpu_roles(chosen.launch) if chosen.launch is not None and (pp_size or 1) > 1 else None
+    try:
+        roles = gpu_roles(chosen.layout) if (pp_size or 1) > 1 else None
+    except ToolkitError:  # a layout the GPUs cannot hold: the stages go unmapped
+        roles = None
     batches, samples = run_frames(runs, chosen)
     long, order = stage_frame(
         batches, samples, roles, pp_size, window=window, max_points=max_points
