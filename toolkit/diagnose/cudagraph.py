@@ -13,6 +13,7 @@ import math
 
 from toolkit.analyze.effects import graph_effect
 from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.kv import pool_bound_phases
 from toolkit.diagnose.thresholds import ASSUMED_EAGER_SLOWDOWN, MIN_EAGER_SHARE
 from toolkit.run_analysis import RunAnalysis
 
@@ -33,7 +34,7 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
     devices = set(ctx.batches["graph_device"].drop_nulls().unique().to_list())
     if devices and not devices & GRAPH_DEVICES:
         return None  # eager is the normal mode on a CPU device
-    effect = graph_effect(ctx.decode)
+    effect = graph_effect(ctx.decode, bound_phases=pool_bound_phases(ctx))
     g = ctx.graphs
     if effect is None:
         return None
@@ -67,7 +68,7 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
     if basis == "measured":
         factor = (
             f"an eager step took {slowdown:.1f}× the time of a graph step at a neighbouring "
-            "batch size in this log"
+            f"batch size in this log ({effect.reference})"
         )
     else:
         factor = (
