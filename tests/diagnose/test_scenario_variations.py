@@ -203,12 +203,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "analyze/occupancy, which the drawn output lengths derail, puts the steady window in "
         "the drain"
     ),
-    ("stray", "tp8-graph-miss", "single-phase"): (
-        "unexplained-slowdown high (0.26, measured): with no graph step near batch 64 "
-        "cuda-graph-miss assumes 1.5x (0.33, labelled assumed), and diagnose/residual._from_idle "
-        "subtracts that assumed share from the 60 % idle it measures: the eager launch gaps the "
-        "assumption misses become 'unexplained' (the GPU idle is the eager cost, 0.60)"
-    ),
     ("stray", "tp8-old-format-0.4.6", "bench-stdout"): _TP_RUNNING,
     ("causes", "pp4x-tp2-old-format-0.5.5", "no-bench"): (
         "pp-underfilled-slots missing: without results the phases have no offered load and no "

@@ -3,8 +3,10 @@
 Two ways, the larger counts. Measured where the GPU trace allows: with the pipeline full (every
 stage a micro-batch under PP, or TP) the slowest stage has work all the time, so its idle share
 while decoding is time no stage spends computing. Eager decode steps found before in the same
-phase (``cuda-graph-miss``) idle the GPU between kernel launches and explain their part; the
-rest is unexplained.
+phase (``cuda-graph-miss``) idle the GPU between kernel launches and explain their part, as
+measured; the rest is unexplained. An eager cost that is only assumed (no graph step to compare
+with) does not measure those gaps: the idle is then taken as theirs, not as unexplained, and
+``cuda-graph-miss`` says so.
 
 Modelled, which also sees kernels slower than they should be (a busy GPU): the serving model of
 the run's model on its machine, calibrated on single-stream points, predicts the round (PP) or
@@ -36,7 +38,7 @@ from toolkit.diagnose.thresholds import MIN_UNEXPLAINED, PLAUSIBLE_LINK
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["UNMODELLED", "unexplained_slowdown"]
+__all__ = ["UNMODELLED", "full_pipeline_idle", "unexplained_slowdown"]
 
 UNMODELLED = ("cuda-graph-miss", "prefill-interference", "kv-cache-pressure")
 """Findings whose cost the serving model does not include: they explain part of a residual."""
@@ -109,15 +111,30 @@ def _measurable(ctx: RunAnalysis, r: dict[str, Any]) -> bool:
     return rows.height > 0
 
 
+def full_pipeline_idle(ctx: RunAnalysis, phase: int) -> tuple[float, dict[str, Any]] | None:
+    """The idle share of the busiest stage in ``phase`` and its ``busy_by_phase`` row, when the
+    GPU trace covers the phase and every stage had work in it (``_measurable``); else None."""
+    rows = ctx.phase_summary.filter(pl.col("phase") == phase)
+    if not rows.height or not _measurable(ctx, rows.row(0, named=True)):
+        return None
+    assert ctx.busy_by_phase is not None
+    busy = ctx.busy_by_phase.filter(pl.col("phase") == phase).drop_nulls("busy_pct")
+    top = busy.sort("busy_pct", descending=True).row(0, named=True)
+    return 1.0 - min(float(top["busy_pct"]) / 100.0, 1.0), top
+
+
 def _from_idle(
     ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Finding]
 ) -> Finding | None:
-    """The slowest stage's idle share in a full pipeline, less what eager steps explain."""
+    """The slowest stage's idle share in a full pipeline, less what eager steps explain (all
+    of it when their cost is only assumed)."""
     assert ctx.busy_by_phase is not None
     rows = ctx.busy_by_phase.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
     top = rows.sort("busy_pct", descending=True).row(0, named=True)
     idle = 1.0 - min(float(top["busy_pct"]) / 100.0, 1.0)
     eager = [f for f in named if f.id == "cuda-graph-miss"]
+    if any(f.basis == "assumed" for f in eager):
+        return None  # launch gaps are idle time an assumed factor does not size: they are it
     explained = min(idle, sum(float(f.impact or 0.0) for f in eager))
     share = idle - explained
     if share < MIN_UNEXPLAINED:

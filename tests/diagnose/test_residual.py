@@ -1,0 +1,58 @@
+"""``unexplained-slowdown`` from the GPU idle of a full pipeline, against the eager cost.
+
+The run is the ``tp8-eager`` diagnose fixture (every decode line ``cuda graph: False``, no
+graph line to compare with) with an nvidia-smi trace of its 8 GPUs at 40 % while it decodes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from helpers import TEST_DATA
+
+from toolkit.diagnose import diagnose
+from toolkit.diagnose.cudagraph import cuda_graph_miss
+from toolkit.diagnose.residual import full_pipeline_idle, unexplained_slowdown
+from toolkit.run_analysis import RunAnalysis
+
+HEADER = "timestamp, index, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"
+
+
+def _eager_run(tmp_path: Path, util: int = 40) -> RunAnalysis:
+    run = tmp_path / "tp8-eager"
+    shutil.copytree(TEST_DATA / "diagnose" / "tp8-eager", run)
+    start = datetime(2026, 5, 1, 10, 6, 50)
+    rows = []
+    for i in range(80):
+        ts = (start + timedelta(seconds=i)).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+        for gpu in range(8):
+            rows.append(f"{ts}, {gpu}, NVIDIA H200, {util} %, 120000 MiB, 310.00 W\n")
+    (run / "gpu.csv").write_text(HEADER + "".join(rows), encoding="utf-8")
+    return RunAnalysis(run)
+
+
+def test_an_assumed_eager_cost_takes_the_idle_as_its_own(tmp_path: Path) -> None:
+    ctx = _eager_run(tmp_path)
+    found = {f.id: f for f in diagnose([ctx])}
+    eager = found["cuda-graph-miss"]
+    assert eager.basis == "assumed"
+    idle = full_pipeline_idle(ctx, eager.phase)
+    assert idle is not None and idle[0] == pytest.approx(0.60, abs=0.01)
+    assert "idled 60%" in eager.summary and "not as an unexplained slowdown" in eager.summary
+    residual = found.get("unexplained-slowdown")
+    assert residual is None or residual.basis == "modelled"
+
+
+def test_a_measured_eager_cost_leaves_the_rest_of_the_idle_unexplained(tmp_path: Path) -> None:
+    ctx = _eager_run(tmp_path)
+    eager = cuda_graph_miss(ctx)
+    assert eager is not None
+    ctx.found = [replace(eager, impact=0.30, basis="measured")]
+    residual = unexplained_slowdown(ctx)
+    assert residual is not None and residual.basis == "measured"
+    assert residual.impact == pytest.approx(0.60 - 0.30, abs=0.01)
+    assert "explain 30% of it" in residual.summary
