@@ -11,12 +11,15 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import polars as pl
 import pytest
 from helpers import TEST_DATA
 
-from toolkit.diagnose import diagnose
+from toolkit.analyze.model import StageClock
+from toolkit.diagnose import Finding, diagnose
 from toolkit.diagnose.cudagraph import cuda_graph_miss
 from toolkit.diagnose.residual import full_pipeline_idle, unexplained_slowdown
+from toolkit.load.run import load_run
 from toolkit.run_analysis import RunAnalysis
 
 HEADER = "timestamp, index, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"
@@ -56,3 +59,36 @@ def test_a_measured_eager_cost_leaves_the_rest_of_the_idle_unexplained(tmp_path:
     assert residual is not None and residual.basis == "measured"
     assert residual.impact == pytest.approx(0.60 - 0.30, abs=0.01)
     assert "explain 30% of it" in residual.summary
+
+
+def _imbalance(ctx: RunAnalysis, impact: float) -> Finding:
+    return Finding(
+        id="stage-imbalance",
+        severity="high",
+        title="stage 7 busier",
+        summary="stage 7 ran busier than the mean",
+        evidence=pl.DataFrame({"pp": [7]}),
+        remedy="SGLANG_PP_LAYER_PARTITION",
+        impact=impact,
+        basis="measured",
+    )
+
+
+def test_a_stage_imbalance_explains_only_what_the_models_split_does_not() -> None:
+    """pp8-underfilled: Kimi K2 over PP8 (7,7,7,8,8,8,8,8 and the lm_head on the last)."""
+    ctx = RunAnalysis(load_run(TEST_DATA / "diagnose" / "pp8-underfilled", cache=False))
+    alone = unexplained_slowdown(ctx)
+    assert alone is not None and alone.basis == "modelled"
+    b = alone.evidence["slot_req"][0]
+    clock = StageClock(ctx.layout, ctx.params)
+    times = [clock.decode(k, b) for k in range(ctx.pp)]
+    modelled = 1 - sum(times) / len(times) / max(times)
+    ctx.found = [_imbalance(ctx, modelled)]  # no more than the split itself predicts
+    same = unexplained_slowdown(ctx)
+    assert same is not None and same.impact == pytest.approx(alone.impact)
+    assert "stage-imbalance" not in same.summary
+    ctx.found = [_imbalance(ctx, modelled + 0.10)]  # a stage slower than its layers say
+    less = unexplained_slowdown(ctx)
+    assert less is not None and "after the stage-imbalance found here" in less.summary
+    share = 1 - (1 - alone.impact) / (1 - 0.10)
+    assert less.impact == pytest.approx(share, abs=0.005)

@@ -242,14 +242,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "max_gap_s=3) cuts the c=1 phase, whose PP8 decode lines come every ~6.5 s, into "
         "zero-length windows that cannot agree with anything"
     ),
-    ("stray", "pp4-stage-imbalance", "no-run-toml"): (
-        "unexplained-slowdown high (0.42, modelled): the 16,16,16,32 split is only in run.toml's "
-        "command (SGLANG_PP_LAYER_PARTITION); residual._from_model predicts the default 20x4 "
-        "split (78 ms vs 135 ms measured) though stage-imbalance measured 1.65x on stage 3, and "
-        "stage-imbalance is not among residual.UNMODELLED; its remedy proposes 20,20,21,19 "
-        "(+2 %). The per-rank `Load weight end ... mem usage` lines show the split (PP3 holds "
-        "twice the weights)"
-    ),
     ("causes", "pp8-unexplained", "no-gpu"): _RESIDUAL_NO_GPU,
     ("causes", "pp8-unexplained", "dcgmi"): _RESIDUAL_NO_GPU + "; " + _DCGMI_SILENT,
     ("clock", "pp4-stage-imbalance", "dcgmi"): _DCGMI_SILENT,

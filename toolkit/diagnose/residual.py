@@ -30,7 +30,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.model import Params, Workload, predict
+from toolkit.analyze.model import Layout, Params, StageClock, Workload, predict
 from toolkit.analyze.model.machine import prior
 from toolkit.diagnose.finding import Finding, severity_of
 from toolkit.diagnose.slots import SLOT_TOLERANCE, measured_round
@@ -40,8 +40,10 @@ from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["UNMODELLED", "full_pipeline_idle", "unexplained_slowdown"]
 
-UNMODELLED = ("cuda-graph-miss", "prefill-interference", "kv-cache-pressure")
-"""Findings whose cost the serving model does not include: they explain part of a residual."""
+UNMODELLED = ("cuda-graph-miss", "prefill-interference", "kv-cache-pressure", "stage-imbalance")
+"""Findings whose cost the serving model does not include: they explain part of a residual. Of a
+``stage-imbalance`` only the part beyond the imbalance the model's own layer split predicts
+counts (a slower GPU, a heavier stage than its layers say)."""
 
 
 def _busiest(ctx: RunAnalysis) -> dict[str, Any] | None:
@@ -189,14 +191,21 @@ def _from_model(
     if not math.isfinite(model_round) or model_round <= 0:
         return None
     explained = model_round
+    b = max(float(r["slot_req"] or 1.0), 1.0)
+    counted = []
     for f in named:
-        explained /= max(1e-3, 1 - float(f.impact or 0.0))
+        impact = float(f.impact or 0.0)
+        if f.id == "stage-imbalance":
+            impact = max(0.0, impact - _modelled_imbalance(layout, params, b))
+        if impact > 0:
+            explained /= max(1e-3, 1 - impact)
+            counted.append(f.id)
     gap = measured - explained
     share = gap / measured
     if share < MIN_UNEXPLAINED:
         return None
     unit = _unit(ctx)
-    causes = f" after the {', '.join(f.id for f in named)} found here" if named else ""
+    causes = f" after the {', '.join(counted)} found here" if counted else ""
     sources = ctx.fit.sources
     constants = "; ".join(f"{k} {v}" for k, v in sources.items())
     evidence = pl.DataFrame(
@@ -245,6 +254,20 @@ def _from_model(
         basis="modelled",
         phase=r["phase"],
     )
+
+
+def _modelled_imbalance(layout: Layout, params: Params, b: float) -> float:
+    """``1 − mean/max`` of the model's stage steps at micro-batch ``b``: the imbalance the
+    layer split and the lm_head already put in its round (0 without PP)."""
+    if layout.pp < 2:
+        return 0.0
+    try:
+        clock = StageClock(layout, params)
+        times = [clock.decode(k, b) for k in range(layout.pp)]
+    except (ToolkitError, ZeroDivisionError, ValueError):
+        return 0.0
+    top = max(times)
+    return 1 - sum(times) / len(times) / top if top > 0 else 0.0
 
 
 def _unit(ctx: RunAnalysis) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.analyze.config import layer_partition_of
 from toolkit.analyze.model import StageClock, Workload, layer_partition, predict
 from toolkit.analyze.stages import desync_share
 from toolkit.diagnose.finding import Finding, severity_of
@@ -22,7 +23,13 @@ from toolkit.diagnose.slots import SLOT_TOLERANCE
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["gpu_idle_bubbles", "pp_lockstep_logging", "stage_desync", "stage_imbalance"]
+__all__ = [
+    "gpu_idle_bubbles",
+    "pp_lockstep_logging",
+    "split_source",
+    "stage_desync",
+    "stage_imbalance",
+]
 
 _DESYNC_EVIDENCE = ["kind", "ordinal", "ts", "running_req_min", "running_req_max", "token_min",
                     "token_max", "spread_s"]  # fmt: skip
@@ -155,16 +162,46 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
         summary=(
             f"While decoding{' with the pipeline full' if full else ''}, stage {top['pp']} ran "
             f"{top[measure]:.0f} % busy against a mean of {mean:.0f} % ({values['metric'][0]}). "
-            "The last stage also holds the lm_head, and the default partition gives the last "
-            f"stages the extra layers. {when}"
+            f"{_split_text(ctx)} {when}"
         ),
-        evidence=values.select("pp", "gpus", "busy_pct", "fwd_occupancy_pct", "metric", "vs_mean")
+        evidence=_with_memory(
+            ctx, values.select("pp", "gpus", "busy_pct", "fwd_occupancy_pct", "metric", "vs_mean")
+        )
         .with_columns(pl.col("busy_pct", "fwd_occupancy_pct", "vs_mean").round(2))
         .head(20),
         remedy=remedy + "; the first stage also holds the embedding, so measure after moving.",
         impact=impact,
         basis=basis,
     )
+
+
+def _split_text(ctx: RunAnalysis) -> str:
+    """How the layers are split, in words: as set or measured, else SGLang's default."""
+    split = ctx.layout.layer_partition
+    if split is None:
+        return (
+            "The last stage also holds the lm_head, and the default partition gives the last "
+            "stages the extra layers."
+        )
+    return (
+        f"The layers are split {','.join(map(str, split))} ({split_source(ctx)}); the last "
+        "stage also holds the lm_head."
+    )
+
+
+def split_source(ctx: RunAnalysis) -> str | None:
+    """Where the layout's layer split comes from: the launch command, the stages' KV pools at
+    startup (``RunAnalysis.layout``), or None (SGLang's default split)."""
+    if ctx.layout.layer_partition is None:
+        return None
+    command = layer_partition_of(ctx.command[0]) if ctx.command else None
+    return "launch command" if command is not None else "KV pool per stage at startup"
+
+
+def _with_memory(ctx: RunAnalysis, busy: pl.DataFrame) -> pl.DataFrame:
+    """``busy`` with the weights each stage loaded at startup (``weight_gb``), when logged."""
+    memory = ctx.stage_memory.select(pl.col("pp").cast(busy.schema["pp"]), "weight_gb")
+    return busy.join(memory, on="pp", how="left")
 
 
 def _split_imbalance(ctx: RunAnalysis, full: list[dict[str, Any]]) -> Finding | None:
@@ -222,9 +259,9 @@ def _split_imbalance(ctx: RunAnalysis, full: list[dict[str, Any]]) -> Finding | 
 
 
 def _rebalanced(ctx: RunAnalysis, busiest: int, idlest: int) -> tuple[int, ...] | None:
-    """The partition to try: the remainder layers on the first stages when the last stage is
-    the busiest (it also has the lm_head), else one layer moved from the busiest stage to the
-    idlest."""
+    """The partition to try: the even split when the run's (set or measured) is uneven; the
+    remainder layers on the first stages when the last stage is the busiest (it also has the
+    lm_head); else one layer moved from the busiest stage to the idlest."""
     if ctx.params is None:
         return None
     layers = ctx.params.model.layers
@@ -232,7 +269,14 @@ def _rebalanced(ctx: RunAnalysis, busiest: int, idlest: int) -> tuple[int, ...] 
         default = layer_partition(layers, ctx.pp, ctx.layout.layer_partition)
     except ToolkitError:
         return None
-    if busiest == ctx.pp - 1 and ctx.layout.layer_partition is None:
+    if ctx.layout.layer_partition is not None:
+        # A split set or measured unevenly: the even one, before moving single layers.
+        even = layer_partition(layers, ctx.pp)
+        if busiest == ctx.pp - 1:
+            even = tuple(sorted(even, reverse=True))
+        if max(default) > max(even):
+            return even
+    elif busiest == ctx.pp - 1:
         moved = tuple(sorted(default, reverse=True))
         if moved != default:
             return moved
