@@ -111,10 +111,14 @@ DEGRADED: dict[str, dict[str, Degraded]] = {
         "pp-underfilled-slots": Degraded(_SWEEP + " (rounds at two micro-batch sizes)"),
     },
     "no-bench": {
-        "unexplained-slowdown": Degraded("ppscope declares it needs benchmark results"),
+        "unexplained-slowdown": Degraded(
+            "the measured round rests on the log alone (no benchmark TPOT)"
+        ),
     },
     "unknown-model": {
-        "unexplained-slowdown": Degraded("ppscope declares it needs the model architecture"),
+        "unexplained-slowdown": Degraded(
+            "the serving model's prediction is gone: only the GPU idle sizes it"
+        ),
         "pp-underfilled-slots": Degraded("one under-filled phase is sized by the serving model"),
         "kv-cache-pressure": Degraded("the serving model sizes the cost of a small pool"),
         "running-cap": Degraded("the serving model sizes the cost of a cap"),
@@ -147,24 +151,12 @@ _JITTER_PP = (
     "reads as full, pp-underfilled-slots is not found, and residual._from_idle turns the "
     "draining stages' idle 65 % into unexplained-slowdown"
 )
-_RESIDUAL_NO_GPU = (
-    "without a GPU trace only diagnose/residual._from_model is left, and it predicts a 127 ms "
-    "round where 74.5 ms was measured (the c=1 calibration pushes the 40 ms overhead into a "
-    "2.6 ms PP hop, put back to the 0.67 ms prior; the HBM prior and MoE growth of "
-    "Mixtral-8x22B on A100 PCIe exceed this run): the negative residual returns None, and "
-    "inputs.NEEDS lists no GPU trace for the check, so it is neither found nor skipped"
-)
 _DCGMI_SILENT = (
     "load/run.Run.gpu calls load_gpu_trace without a start and run.toml has no key for one, so "
     "all 736 dcgmi samples have ts null; RunAnalysis.gpu_samples still returns them, so "
     "inputs.INPUTS['GPU trace'].present is true: no check is listed as skipped, no "
     "input-mismatch says the trace is off the clock, busy_by_phase is empty"
 )
-_SKIPPED_FOUND = (
-    "diagnose/inputs.NEEDS lists {check} as needing the {need}, so skipped_checks reports it "
-    "skipped, while the rule ran on other evidence and reported {finding}"
-)
-
 KNOWN: dict[tuple[str, str, str], str] = {
     # (test, scenario, variation) → what ppscope said, and why
     ("impacts", "pp8-running-cap", "decode-interval-100"): (
@@ -242,40 +234,20 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "max_gap_s=3) cuts the c=1 phase, whose PP8 decode lines come every ~6.5 s, into "
         "zero-length windows that cannot agree with anything"
     ),
-    ("causes", "pp8-unexplained", "no-gpu"): _RESIDUAL_NO_GPU,
-    ("causes", "pp8-unexplained", "dcgmi"): _RESIDUAL_NO_GPU + "; " + _DCGMI_SILENT,
+    ("causes", "pp8-unexplained", "dcgmi"): (
+        _DCGMI_SILENT + "; so unexplained-slowdown, which needs the model and the GPU trace "
+        "to clear a run (diagnose/inputs.NEEDS), is not listed as skipped, and with "
+        "busy_by_phase empty only "
+        "diagnose/residual._from_model judges: it predicts a 127 ms round where 74.5 ms was "
+        "measured (the c=1 calibration pushes the 40 ms overhead into a 2.6 ms PP hop, put back "
+        "to the 0.67 ms prior; the HBM prior and MoE growth of Mixtral-8x22B on A100 PCIe "
+        "exceed this run), a negative residual"
+    ),
     ("clock", "pp4-stage-imbalance", "dcgmi"): _DCGMI_SILENT,
     ("clock", "pp8-unexplained", "dcgmi"): _DCGMI_SILENT,
     ("clock", "pp8-healthy-full", "gpu-clock-skew"): (
         "no input-mismatch: RunAnalysis.clock_shift rejects the -44 s shift (score 0.43 < 0.5, "
         "see the stray high)"
-    ),
-    ("skipped", "pp8-unexplained", "no-bench"): _SKIPPED_FOUND.format(
-        check="unexplained-slowdown",
-        need="benchmark results",
-        finding="it high (0.54, measured from the idle slowest stage and the log)",
-    ),
-    ("skipped", "pp8-several-causes", "no-bench"): _SKIPPED_FOUND.format(
-        check="unexplained-slowdown", need="benchmark results", finding="it high (0.35)"
-    ),
-    ("skipped", "pp4x-tp2-old-format-0.5.5", "no-bench"): _SKIPPED_FOUND.format(
-        check="unexplained-slowdown", need="benchmark results", finding="it high (0.51)"
-    ),
-    ("skipped", "pp8-several-causes", "unknown-model"): _SKIPPED_FOUND.format(
-        check="unexplained-slowdown",
-        need="model architecture",
-        finding="it medium (0.11, measured from the GPU trace: stage 7 idle 41 % of the eager "
-        "c=128 round, of which cuda-graph-miss's lower-bound slowdown explains 30 %)",
-    ),
-    ("skipped", "pp8-unexplained", "unknown-model"): _SKIPPED_FOUND.format(
-        check="unexplained-slowdown",
-        need="model architecture",
-        finding="it high (0.54, measured from the GPU trace, which needs no model)",
-    ),
-    ("skipped", "pp8-packed", "no-server-args"): _SKIPPED_FOUND.format(
-        check="pp-underfilled-slots and pp-empty-async-slots",
-        need="ServerArgs dump",
-        finding="both (high 0.39, low), the layout resolved from run.toml's command",
     ),
 }
 """(test, scenario, variation) → what ppscope said against what was injected, and why."""
