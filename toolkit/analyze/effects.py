@@ -188,8 +188,10 @@ def _compared(phase: int, ref: pl.DataFrame, xs: Sequence[float], eager: Sequenc
     where = sorted({int(p) for p in ref["phase"].to_list()})
     sizes = ", ".join(f"{x:g}" for x in xs)
     lines = int(ref["lines"].sum())
+    low, high = min(eager), max(eager)
+    batch = f"{low}" if low == high else f"{low}–{high}"
     text = (
-        f"eager steps of phase {phase} (batch {min(eager)}–{max(eager)}) against {lines} graph "
+        f"eager steps of phase {phase} (batch {batch}) against {lines} graph "
         f"lines at batch {sizes} in phase{'s' if len(where) > 1 else ''} "
         f"{', '.join(map(str, where))}{' (its own)' if own and len(where) == 1 else ''}"
     )
