@@ -54,6 +54,7 @@ def test_eager_steps_read_against_a_line_through_graph_levels() -> None:
     assert effect.slowdown == pytest.approx(1.5)
     assert _role(effect, 0, 8) == _role(effect, 1, 16) == "reference"
     assert "batch 8, 16 in phases 0, 1" in effect.reference
+    assert not effect.bounded
 
 
 def test_a_pool_bound_phase_is_no_reference_for_other_phases() -> None:
@@ -103,6 +104,7 @@ def test_one_graph_batch_size_scales_in_proportion_a_lower_bound() -> None:
     effect = graph_effect(decode)
     assert effect.slowdown == pytest.approx(1.5)
     assert "one batch size" in effect.reference and "at least" in effect.reference
+    assert effect.bounded
 
 
 def test_no_level_within_reach_gives_no_slowdown() -> None:

@@ -58,6 +58,7 @@ class GraphEffect:
     slowdown: float | None
     evidence: pl.DataFrame  # per (phase, batch, cuda_graph): lines, tokens, step_ms, role
     reference: str = ""  # the graph steps the slowdown rests on, in words
+    bounded: bool = False  # read against one graph batch size: the slowdown is a lower bound
 
 
 MIN_LEVEL_LINES = 2
@@ -124,6 +125,7 @@ def graph_effect(decode: pl.DataFrame, *, bound_phases: Collection[int] = ()) ->
     ratios: list[float] = []
     used: set[tuple[int, int]] = set()
     words: list[str] = []
+    bounded = False
     for (phase,), lines in eager.group_by("phase", maintain_order=True):
         ref = levels.filter((pl.col("phase") == phase) | ~pl.col("phase").is_in(list(bound)))
         if not ref.height:
@@ -143,6 +145,7 @@ def graph_effect(decode: pl.DataFrame, *, bound_phases: Collection[int] = ()) ->
                 ratios.append(step / expected)
                 hits += 1
         if hits:
+            bounded = bounded or len(xs) == 1
             used |= {(p, b) for p, b in ref.select("phase", "batch").iter_rows()}
             words.append(_compared(phase, ref, xs, lines["batch"].drop_nulls().to_list()))
     slowdown = max(1.0, _median(ratios)) if ratios else None
@@ -170,6 +173,7 @@ def graph_effect(decode: pl.DataFrame, *, bound_phases: Collection[int] = ()) ->
         slowdown,
         evidence,
         "; ".join(words),
+        bounded,
     )
 
 

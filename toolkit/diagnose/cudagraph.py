@@ -11,16 +11,22 @@ from __future__ import annotations
 
 import math
 
-from toolkit.analyze.effects import graph_effect
+from toolkit.analyze.effects import GraphEffect, graph_effect
 from toolkit.diagnose.finding import Finding, severity_of
 from toolkit.diagnose.kv import pool_bound_phases
-from toolkit.diagnose.residual import full_pipeline_idle
+from toolkit.diagnose.slots import full_pipeline_idle
 from toolkit.diagnose.thresholds import ASSUMED_EAGER_SLOWDOWN, MIN_EAGER_SHARE
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["cuda_graph_miss"]
+__all__ = ["cuda_graph_miss", "eager_effect"]
 
 GRAPH_DEVICES = frozenset({"cuda", "npu", "musa"})  # devices whose decode runs captured graphs
+
+
+def eager_effect(ctx: RunAnalysis) -> GraphEffect | None:
+    """The run's eager decode against comparable graph steps (``graph_effect``, the phases the
+    KV pool paces kept from other phases' reference)."""
+    return graph_effect(ctx.decode, bound_phases=pool_bound_phases(ctx))
 
 
 def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
@@ -35,7 +41,7 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
     devices = set(ctx.batches["graph_device"].drop_nulls().unique().to_list())
     if devices and not devices & GRAPH_DEVICES:
         return None  # eager is the normal mode on a CPU device
-    effect = graph_effect(ctx.decode, bound_phases=pool_bound_phases(ctx))
+    effect = eager_effect(ctx)
     g = ctx.graphs
     if effect is None:
         return None
@@ -77,6 +83,7 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
             f"the log holds no graph step near the eager batch sizes to compare, so an eager "
             f"step is assumed to take {slowdown}× a graph step"
         )
+    if basis == "assumed" or effect.bounded:
         idle = full_pipeline_idle(ctx, effect.phase) if effect.phase is not None else None
         if idle is not None:
             note = (

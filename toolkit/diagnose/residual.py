@@ -5,8 +5,8 @@ stage a micro-batch under PP, or TP) the slowest stage has work all the time, so
 while decoding is time no stage spends computing. Eager decode steps found before in the same
 phase (``cuda-graph-miss``) idle the GPU between kernel launches and explain their part, as
 measured; the rest is unexplained. An eager cost that is only assumed (no graph step to compare
-with) does not measure those gaps: the idle is then taken as theirs, not as unexplained, and
-``cuda-graph-miss`` says so.
+with) or a lower bound (one graph batch size to compare with) does not size those gaps: the
+idle is then taken as theirs, not as unexplained, and ``cuda-graph-miss`` says so.
 
 Modelled, which also sees kernels slower than they should be (a busy GPU): the serving model of
 the run's model on its machine, calibrated on single-stream points, predicts the round (PP) or
@@ -32,13 +32,14 @@ import polars as pl
 
 from toolkit.analyze.model import Layout, Params, StageClock, Workload, predict
 from toolkit.analyze.model.machine import prior
+from toolkit.diagnose.cudagraph import eager_effect
 from toolkit.diagnose.finding import Finding, severity_of
-from toolkit.diagnose.slots import SLOT_TOLERANCE, measured_round
+from toolkit.diagnose.slots import full_pipeline_idle, measured_round
 from toolkit.diagnose.thresholds import MIN_UNEXPLAINED, PLAUSIBLE_LINK
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["UNMODELLED", "full_pipeline_idle", "unexplained_slowdown"]
+__all__ = ["UNMODELLED", "unexplained_slowdown"]
 
 UNMODELLED = ("cuda-graph-miss", "prefill-interference", "kv-cache-pressure", "stage-imbalance")
 """Findings whose cost the serving model does not include: they explain part of a residual. Of a
@@ -95,48 +96,26 @@ def unexplained_slowdown(ctx: RunAnalysis) -> Finding | None:
         for f in ctx.found
         if f.id in UNMODELLED and f.impact and (f.phase is None or f.phase == r["phase"])
     ]
-    idle = _from_idle(ctx, r, measured, named) if _measurable(ctx, r) else None
+    idle = _from_idle(ctx, r, measured, named)
     modelled = _from_model(ctx, r, measured, named)
     found = [f for f in (idle, modelled) if f is not None]
     return max(found, key=lambda f: f.impact or 0.0) if found else None
-
-
-def _measurable(ctx: RunAnalysis, r: dict[str, Any]) -> bool:
-    """Whether the GPU trace covers the phase and every stage had a micro-batch in it (always,
-    without PP): then the slowest stage's idle time is measured, not modelled."""
-    active = r["active_slots_est"]
-    full = ctx.pp == 1 or (active is not None and active >= ctx.pp - SLOT_TOLERANCE)
-    busy = ctx.busy_by_phase
-    if not full or busy is None:
-        return False
-    rows = busy.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
-    return rows.height > 0
-
-
-def full_pipeline_idle(ctx: RunAnalysis, phase: int) -> tuple[float, dict[str, Any]] | None:
-    """The idle share of the busiest stage in ``phase`` and its ``busy_by_phase`` row, when the
-    GPU trace covers the phase and every stage had work in it (``_measurable``); else None."""
-    rows = ctx.phase_summary.filter(pl.col("phase") == phase)
-    if not rows.height or not _measurable(ctx, rows.row(0, named=True)):
-        return None
-    assert ctx.busy_by_phase is not None
-    busy = ctx.busy_by_phase.filter(pl.col("phase") == phase).drop_nulls("busy_pct")
-    top = busy.sort("busy_pct", descending=True).row(0, named=True)
-    return 1.0 - min(float(top["busy_pct"]) / 100.0, 1.0), top
 
 
 def _from_idle(
     ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Finding]
 ) -> Finding | None:
     """The slowest stage's idle share in a full pipeline, less what eager steps explain (all
-    of it when their cost is only assumed)."""
+    of it when their cost is only assumed or bounded from below)."""
+    measured_idle = full_pipeline_idle(ctx, r["phase"])
+    if measured_idle is None:
+        return None
+    idle, top = measured_idle
     assert ctx.busy_by_phase is not None
     rows = ctx.busy_by_phase.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
-    top = rows.sort("busy_pct", descending=True).row(0, named=True)
-    idle = 1.0 - min(float(top["busy_pct"]) / 100.0, 1.0)
     eager = [f for f in named if f.id == "cuda-graph-miss"]
-    if any(f.basis == "assumed" for f in eager):
-        return None  # launch gaps are idle time an assumed factor does not size: they are it
+    if eager and (any(f.basis == "assumed" for f in eager) or _eager_bounded(ctx)):
+        return None  # launch gaps are idle time the factor does not size: they are it
     explained = min(idle, sum(float(f.impact or 0.0) for f in eager))
     share = idle - explained
     if share < MIN_UNEXPLAINED:
@@ -168,6 +147,12 @@ def _from_idle(
         basis="measured",
         phase=r["phase"],
     )
+
+
+def _eager_bounded(ctx: RunAnalysis) -> bool:
+    """Whether the eager slowdown was read against one graph batch size (a lower bound)."""
+    effect = eager_effect(ctx)
+    return effect is not None and effect.bounded
 
 
 def _from_model(
