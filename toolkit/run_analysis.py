@@ -34,6 +34,7 @@ from toolkit.analyze.model.fit import fit_none
 from toolkit.analyze.model.machine import MachineIdentity, prior
 from toolkit.analyze.observed_points import observed_points
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
+from toolkit.analyze.partition import stage_memory, uneven_partition
 from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.stages import (
     LOG_INTERVAL,
@@ -93,15 +94,23 @@ class RunAnalysis:
     @cached_property
     def layout(self) -> Layout:
         """The serving model's layout of the run (``Run.layout`` resolved from every witness),
-        with the layer split ``SGLANG_PP_LAYER_PARTITION`` sets in the launch command."""
+        with the layer split ``SGLANG_PP_LAYER_PARTITION`` sets in the launch command, else
+        the one the stages' KV pools measure when it is not the default (``uneven_partition``)."""
         try:
             layout = model_layout(self.run.layout)
         except ToolkitError:
             return Layout()
         split = layer_partition_of(self.command[0]) if self.command else None
         if split is not None and len(split) == layout.pp > 1:
-            layout = replace(layout, layer_partition=split)
-        return layout
+            return replace(layout, layer_partition=split)
+        spec = self.model.spec
+        measured = uneven_partition(self.stage_memory, spec.layers, layout.pp) if spec else None
+        return replace(layout, layer_partition=measured) if measured else layout
+
+    @cached_property
+    def stage_memory(self) -> pl.DataFrame:
+        """Per PP stage, the weights and KV pool it reported at startup (``stage_memory``)."""
+        return stage_memory(self.launch.startup if self.launch is not None else pl.DataFrame())
 
     @property
     def pp(self) -> int:

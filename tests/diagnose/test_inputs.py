@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from helpers import SAMPLE
 
 from toolkit.cli.main import main
-from toolkit.diagnose import FINDING_IDS, skipped_checks
+from toolkit.diagnose import FINDING_IDS, diagnose, skipped_checks
 from toolkit.diagnose.inputs import INPUTS, NEEDS
 from toolkit.run_analysis import RunAnalysis
 
@@ -28,9 +29,35 @@ def test_a_log_alone_skips_the_checks_that_need_more(tmp_path: Path) -> None:
         "config-not-applied": "launch command",
         "gpu-idle-bubbles": "GPU trace",
         "scaling-collapse": "benchmark results",
-        "unexplained-slowdown": "benchmark results",
+        "unexplained-slowdown": "GPU trace",
     }
     assert all(r["supply"] for r in rows)
+
+
+def test_a_check_that_found_something_ran(tmp_path: Path) -> None:
+    """Skipped is an outcome: a check without the input it needs to clear a run, that found
+    nothing; one that reported a finding on other evidence ran."""
+    shutil.copy(SAMPLE / "pp8" / "server.log", tmp_path / "server.log")
+    ctx = RunAnalysis(tmp_path)
+    found = diagnose([ctx])
+    listed = {r["check"] for r in skipped_checks([ctx])}
+    assert not listed & {f.id for f in found}
+    assert "gpu-idle-bubbles" in listed  # no GPU trace, no finding: not clear, skipped
+    # the same check reporting a finding (on the log's fwd occupancy, say) is not skipped
+    ctx.found = [*found, replace(found[0], id="gpu-idle-bubbles")]
+    assert "gpu-idle-bubbles" not in {r["check"] for r in skipped_checks([ctx])}
+
+
+def test_the_launch_command_stands_in_for_the_dump(tmp_path: Path) -> None:
+    """The micro-batch checks need the launch's settings, from the dump or run.toml's command."""
+    lines = (SAMPLE / "pp8" / "server.log").read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if "server_args=" not in line]
+    (tmp_path / "server.log").write_text("\n".join(kept) + "\n", encoding="utf-8")
+    bare = {r["check"]: r["missing"] for r in skipped_checks([RunAnalysis(tmp_path)])}
+    assert bare["pp-underfilled-slots"] == "launch settings"
+    shutil.copy(SAMPLE / "pp8" / "run.toml", tmp_path / "run.toml")
+    given = {r["check"] for r in skipped_checks([RunAnalysis(tmp_path)])}
+    assert not {"pp-underfilled-slots", "pp-empty-async-slots"} & given
 
 
 def test_a_full_run_skips_nothing() -> None:

@@ -112,10 +112,14 @@ DEGRADED: dict[str, dict[str, Degraded]] = {
         "pp-underfilled-slots": Degraded(_SWEEP + " (rounds at two micro-batch sizes)"),
     },
     "no-bench": {
-        "unexplained-slowdown": Degraded("ppscope declares it needs benchmark results"),
+        "unexplained-slowdown": Degraded(
+            "the measured round rests on the log alone (no benchmark TPOT)"
+        ),
     },
     "unknown-model": {
-        "unexplained-slowdown": Degraded("ppscope declares it needs the model architecture"),
+        "unexplained-slowdown": Degraded(
+            "the serving model's prediction is gone: only the GPU idle sizes it"
+        ),
         "pp-underfilled-slots": Degraded("one under-filled phase is sized by the serving model"),
         "kv-cache-pressure": Degraded("the serving model sizes the cost of a small pool"),
         "running-cap": Degraded("the serving model sizes the cost of a cap"),
@@ -132,50 +136,17 @@ _ONE_SLOT = (
     "active slots land on one slot), while the admission replay fills 21+21+22+21+10+11+11+11, "
     "so 128 running read as 6.1 active slots of 8"
 )
-_QUEUE_MEDIAN = (
-    "diagnose/admission.binding_limits keeps a phase only when the median #queue-req of its "
-    "decode lines is >= 1; at c=128 with --max-running-requests 64 the second wave waits for the "
-    "first, so half the lines show 64 queued and half 0: the base run passes on a 51/51 tie, "
-    "here {n} of the lines are queued, the median is 0, and running-cap is not found"
-)
-_GRAPH_REFERENCE = (
-    "analyze/effects.graph_effect compares eager steps with a Theil-Sen line through the graph "
-    "lines' median step per batch size, from every phase: {what} (the line's slopes are "
-    "clamped at 0, so the line goes flat) and an eager step reads {ratio}x a graph step "
-    "against 1.64x in the machine (impact {got} vs {want})"
-)
-_RESIDUAL_NO_GPU = (
-    "without a GPU trace only diagnose/residual._from_model is left, and it predicts a 127 ms "
-    "round where 74.5 ms was measured (the c=1 calibration pushes the 40 ms overhead into a "
-    "2.6 ms PP hop, put back to the 0.67 ms prior; the HBM prior and MoE growth of "
-    "Mixtral-8x22B on A100 PCIe exceed this run): the negative residual returns None, and "
-    "inputs.NEEDS lists no GPU trace for the check, so it is neither found nor skipped"
-)
-_SKIPPED_FOUND = (
-    "diagnose/inputs.NEEDS lists {check} as needing the {need}, so skipped_checks reports it "
-    "skipped, while the rule ran on other evidence and reported {finding}"
-)
-
 KNOWN: dict[tuple[str, str, str], str] = {
     # (test, scenario, variation) → what ppscope said, and why
-    ("causes", "pp8-running-cap", "decode-interval-100"): _QUEUE_MEDIAN.format(n="20 of 41"),
-    ("causes", "pp8-running-cap", "warmup"): _QUEUE_MEDIAN.format(n="51 of 103"),
-    ("impacts", "pp8-several-causes", "waves"): _GRAPH_REFERENCE.format(
-        what="with 4 waves the KV-bound c=64 phase contributes graph lines at b=1..4 with "
-        "steps of 1.7-10.8 ms (windows full of re-prefill)",
-        ratio="2.3",
-        got="0.56",
-        want="0.38",
-    ),
-    ("impacts", "pp8-several-causes", "warmup"): _GRAPH_REFERENCE.format(
-        what="the test runs' single requests add b=1 graph lines (3 lines, 6.5-12.2 ms a "
-        "step, two with no tokens in their window)",
-        ratio="3.7",
-        got="0.73",
-        want="0.38",
+    ("impacts", "pp8-several-causes", "waves"): (
+        "kv-cache-pressure 0.65 (assumed) against 0.40: with 4 waves the sweep has no load "
+        "below 64 to measure the growth at and the serving model does not reproduce the c=64 "
+        "phase (1001 modelled against 221 tok/s measured by diagnose/admission."
+        "_measured_tok_s), so diagnose/admission.queued_cost assumes proportional growth "
+        "(x2.8 with all 64 running)"
     ),
     ("stray", "tp8-graph-miss", "length-jitter"): (
-        "unexplained-slowdown high (0.27, modelled): the steady window is the 64-request "
+        "unexplained-slowdown high (0.24, modelled): the steady window is the 64-request "
         "stretch (33 ms a step, every step eager), but diagnose/residual._from_model lengthens "
         "the modelled 11 ms step by the cuda-graph-miss impact averaged over the whole phase "
         "(0.53: the drain's lines at batch <= 32 ran on graphs, 91 % of the tokens eager) to "
@@ -185,52 +156,10 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "played with lengths drawn at random the causes cost 0.65 (under-filled, c=32), 0.32 "
         "(eager, c=128) and 0.54 (KV); the steady windows hold the offered 32 and 128, but "
         + _ONE_SLOT
-        + ": diagnose/slots.pp_underfilled_slots sizes that phase (medium, 0.15), and "
-        "cuda-graph-miss is medium (0.085): analyze/effects.graph_effect's line through the "
-        "graph lines rests on the drains' small batches (b 1-8, 1.1-15.7 ms a step), so an "
-        "eager step at b 21 reads 1.1x a graph step"
+        + ": diagnose/slots.pp_underfilled_slots sizes that phase medium (0.15)"
     ),
     ("impacts", "pp8-several-causes", "length-jitter"): (
-        "cuda-graph-miss 0.085 (measured) against 0.32 played: analyze/effects.graph_effect "
-        "reads an eager step at b 21 as 1.1x the line through the graph lines, which come only "
-        "from the drains (b 1-8, 1.1-15.7 ms a step); pp-underfilled-slots 0.15 against 0.65: "
-        + _ONE_SLOT
-    ),
-    ("stray", "tp8-graph-miss", "single-phase"): (
-        "unexplained-slowdown high (0.26, measured): with no graph step near batch 64 "
-        "cuda-graph-miss assumes 1.5x (0.33, labelled assumed), and diagnose/residual._from_idle "
-        "subtracts that assumed share from the 60 % idle it measures: the eager launch gaps the "
-        "assumption misses become 'unexplained' (the GPU idle is the eager cost, 0.60)"
-    ),
-    ("stray", "pp4-stage-imbalance", "no-run-toml"): (
-        "unexplained-slowdown high (0.42, modelled): the 16,16,16,32 split is only in run.toml's "
-        "command (SGLANG_PP_LAYER_PARTITION); residual._from_model predicts the default 20x4 "
-        "split (78 ms vs 135 ms measured) though stage-imbalance measured 1.65x on stage 3, and "
-        "stage-imbalance is not among residual.UNMODELLED; its remedy proposes 20,20,21,19 "
-        "(+2 %). The per-rank `Load weight end ... mem usage` lines show the split (PP3 holds "
-        "twice the weights)"
-    ),
-    ("causes", "pp8-unexplained", "no-gpu"): _RESIDUAL_NO_GPU,
-    ("causes", "pp8-unexplained", "dcgmi"): (
-        "dcgmi prints no time and run.toml gives no [gpu_trace] start; RunAnalysis."
-        "gpu_placement lines its SM-active seconds up with the log's decoding at 37 % at best, "
-        "as well one run away, too unclear to place, so the trace is named (input-mismatch) "
-        "and left out; " + _RESIDUAL_NO_GPU
-    ),
-    ("skipped", "pp8-unexplained", "no-bench"): _SKIPPED_FOUND.format(
-        check="unexplained-slowdown",
-        need="benchmark results",
-        finding="it high (0.54, measured from the idle slowest stage and the log)",
-    ),
-    ("skipped", "pp8-unexplained", "unknown-model"): _SKIPPED_FOUND.format(
-        check="unexplained-slowdown",
-        need="model architecture",
-        finding="it high (0.54, measured from the GPU trace, which needs no model)",
-    ),
-    ("skipped", "pp8-packed", "no-server-args"): _SKIPPED_FOUND.format(
-        check="pp-underfilled-slots and pp-empty-async-slots",
-        need="ServerArgs dump",
-        finding="both (high 0.39, low), the layout resolved from run.toml's command",
+        "pp-underfilled-slots 0.15 (measured) against 0.65 played: " + _ONE_SLOT
     ),
 }
 """(test, scenario, variation) → what ppscope said against what was injected, and why."""

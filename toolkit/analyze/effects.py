@@ -15,12 +15,13 @@ with the rows they came from; none uses the serving model:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
 __all__ = [
+    "MIN_LEVEL_LINES",
     "GraphEffect",
     "PrefillEffect",
     "TripCurve",
@@ -47,7 +48,7 @@ def _windows(decode: pl.DataFrame) -> pl.DataFrame:
 @dataclass(frozen=True)
 class GraphEffect:
     """Eager decode of a run: its token share, overall and in the phase where it is largest,
-    and its measured slowdown (None: no comparison)."""
+    its measured slowdown (None: no comparison), and what the eager steps were compared with."""
 
     eager_lines: int
     flagged_lines: int
@@ -55,21 +56,35 @@ class GraphEffect:
     phase: int | None  # the phase with the largest eager token share
     phase_share: float  # that phase's eager token share
     slowdown: float | None
-    evidence: pl.DataFrame
+    evidence: pl.DataFrame  # per (phase, batch, cuda_graph): lines, tokens, step_ms, role
+    reference: str = ""  # the graph steps the slowdown rests on, in words
+    bounded: bool = False  # read against one graph batch size: the slowdown is a lower bound
 
 
-def graph_effect(decode: pl.DataFrame) -> GraphEffect | None:
+MIN_LEVEL_LINES = 2
+"""Graph lines a (phase, batch size) needs to be a level: one line is a ramp or a test request."""
+
+
+def graph_effect(decode: pl.DataFrame, *, bound_phases: Collection[int] = ()) -> GraphEffect | None:
     """Eager share and slowdown from decode lines that carry ``cuda graph: True/False``.
 
     ``decode`` needs ``ts``, ``phase``, ``cuda_graph``, ``gen_tok_s`` and ``running`` (requests the
     line's throughput serves: ``#running-req`` without PP, the estimated total under PP); under PP
     also ``active_slots_est`` and ``stages``. The time of one micro-batch's step is the round,
     ``running / gen_tok_s``, over the passes a stage makes in it: one without PP, the active slots
-    under PP, or the stages when fewer slots leave each stage idle part of the round. That step of
-    the eager lines is compared with a straight line through the graph lines' median time per batch
-    size (``batch``; medians and a Theil–Sen line, so a line that averages over an idle spell or a
-    batch size seen once in a ramp does not tilt it), read at the eager batch size: within twice the
-    largest graph batch size, or the comparison is not made.
+    under PP, or the stages when fewer slots leave each stage idle part of the round.
+
+    The eager lines of a phase are compared with graph lines that are comparable: levels (at
+    least ``MIN_LEVEL_LINES`` graph lines of one phase at one batch size, not counting the
+    phase's first line, whose throughput SGLang averages over the pause before it) of the same
+    phase, or of phases not in ``bound_phases`` (phases whose pace
+    a full KV pool or retractions set, not the batch: their windows hold re-admission prefill
+    and their running estimate rests on contexts that vary). Through those levels' median step
+    per batch size runs a Theil–Sen line, read at the eager batch size within twice the largest
+    graph batch size. With one batch size the line's slope is unknown; a graph step grows at
+    most in proportion to the batch (``t0 + k·b`` with ``t0 ≥ 0``), so it is read as that
+    level's step, scaled in proportion above its batch size: an upper bound of the graph step,
+    so the slowdown is a lower bound.
     """
     flagged = decode.filter(pl.col("cuda_graph").is_not_null() & (pl.col("gen_tok_s") > 0))
     if not flagged.height:
@@ -95,26 +110,45 @@ def graph_effect(decode: pl.DataFrame) -> GraphEffect | None:
         .sort("share", "phase", descending=[True, False])
     )
     worst = by_phase.row(0, named=True) if by_phase.height else {"phase": None, "share": share}
-    graph = df.filter(pl.col("cuda_graph") & pl.col("step_s").is_finite())
-    slowdown = None
-    rows: list[dict[str, float]] = []
-    if eager.height and graph.height:
-        typical = graph.group_by("batch").agg(pl.col("step_s").median(), lines=pl.len())
-        if typical.filter(pl.col("lines") >= 2).height:
-            typical = typical.filter(pl.col("lines") >= 2)  # one line is a ramp, not a level
-        typical = typical.sort("batch")
-        line = _median_line(typical["batch"].cast(_F).to_list(), typical["step_s"].to_list())
-        reach = 2.0 * float(graph["batch"].max() or 0)
-        for b, step in zip(eager["batch"].to_list(), eager["step_s"].to_list(), strict=True):
+    # A phase's first line averages its throughput over the pause before the phase (SGLang
+    # divides by the time since the stage's previous line): no level.
+    opening = pl.col("ts").rank("ordinal").over("phase") == 1
+    levels = (
+        df.filter(
+            pl.col("cuda_graph") & pl.col("step_s").is_finite() & (pl.col("step_s") > 0) & ~opening
+        )
+        .group_by("phase", "batch")
+        .agg(pl.col("step_s"), lines=pl.len())
+        .filter(pl.col("lines") >= MIN_LEVEL_LINES)
+    )
+    bound = set(bound_phases)
+    ratios: list[float] = []
+    used: set[tuple[int, int]] = set()
+    words: list[str] = []
+    bounded = False
+    for (phase,), lines in eager.group_by("phase", maintain_order=True):
+        ref = levels.filter((pl.col("phase") == phase) | ~pl.col("phase").is_in(list(bound)))
+        if not ref.height:
+            continue
+        typical = (
+            ref.explode("step_s").group_by("batch").agg(pl.col("step_s").median()).sort("batch")
+        )
+        xs = typical["batch"].cast(_F).to_list()
+        ys = typical["step_s"].to_list()
+        reach = 2.0 * max(xs)
+        hits = 0
+        for b, step in zip(lines["batch"].to_list(), lines["step_s"].to_list(), strict=True):
             if b is None or step is None or not math.isfinite(step) or b > reach:
                 continue
-            expected = line[0] + line[1] * b
+            expected = _graph_step(xs, ys, float(b))
             if expected > 0:
-                rows.append({"batch": float(b), "eager_step_ms": 1e3 * step,
-                             "graph_step_ms": 1e3 * expected})  # fmt: skip
-        if rows:
-            ratios = sorted(r["eager_step_ms"] / r["graph_step_ms"] for r in rows)
-            slowdown = max(1.0, ratios[len(ratios) // 2])
+                ratios.append(step / expected)
+                hits += 1
+        if hits:
+            bounded = bounded or len(xs) == 1
+            used |= {(p, b) for p, b in ref.select("phase", "batch").iter_rows()}
+            words.append(_compared(phase, ref, xs, lines["batch"].drop_nulls().to_list()))
+    slowdown = max(1.0, _median(ratios)) if ratios else None
     evidence = (
         df.group_by("phase", "batch", "cuda_graph")
         .agg(
@@ -125,9 +159,52 @@ def graph_effect(decode: pl.DataFrame) -> GraphEffect | None:
         .sort("phase", "batch", "cuda_graph")
         .with_columns(pl.col("tokens", "step_ms").round(1))
     )
+    roles = [
+        "eager" if not graph else "reference" if (phase, batch) in used else "not compared"
+        for phase, batch, graph in evidence.select("phase", "batch", "cuda_graph").iter_rows()
+    ]
+    evidence = evidence.with_columns(role=pl.Series(roles, dtype=pl.String))
     return GraphEffect(
-        eager.height, df.height, share, worst["phase"], float(worst["share"]), slowdown, evidence
+        eager.height,
+        df.height,
+        share,
+        worst["phase"],
+        float(worst["share"]),
+        slowdown,
+        evidence,
+        "; ".join(words),
+        bounded,
     )
+
+
+def _graph_step(xs: Sequence[float], ys: Sequence[float], b: float) -> float:
+    """The graph step at batch ``b`` from per-batch medians (``xs`` sorted): the Theil–Sen line
+    through two or more sizes; from one, its step scaled in proportion above its size."""
+    if len(xs) == 1:
+        return ys[0] * max(1.0, b / xs[0])
+    a, slope = _median_line(xs, ys)
+    return a + slope * b
+
+
+def _compared(phase: int, ref: pl.DataFrame, xs: Sequence[float], eager: Sequence[int]) -> str:
+    """What the eager steps of ``phase`` were compared with, in words."""
+    own = ref.filter(pl.col("phase") == phase).height > 0
+    where = sorted({int(p) for p in ref["phase"].to_list()})
+    sizes = ", ".join(f"{x:g}" for x in xs)
+    lines = int(ref["lines"].sum())
+    low, high = min(eager), max(eager)
+    batch = f"{low}" if low == high else f"{low}–{high}"
+    text = (
+        f"eager steps of phase {phase} (batch {batch}) against {lines} graph "
+        f"lines at batch {sizes} in phase{'s' if len(where) > 1 else ''} "
+        f"{', '.join(map(str, where))}{' (its own)' if own and len(where) == 1 else ''}"
+    )
+    if len(xs) == 1:
+        text += (
+            ", one batch size: its step scaled in proportion to the batch (an upper bound of a "
+            "graph step, so the slowdown is at least this)"
+        )
+    return text
 
 
 def _median_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:

@@ -134,7 +134,9 @@ def skipped_checks(
     runs: Iterable[RunAnalysis], *, rules: Sequence[tuple[str, Rule]] = RULES
 ) -> list[dict[str, str]]:
     """Per run, the checks its inputs could not support (``run``, ``check``, ``missing``,
-    ``supply``): a rule without its input finds nothing, which is not the same as "clear"."""
+    ``supply``): a rule without its input finds nothing, which is not the same as "clear".
+    Called after ``diagnose`` on the same analyses, a check that reported a finding ran and
+    is not listed."""
     names = tuple(name for name, _ in rules)
     return [row for ctx in runs for row in skipped(ctx, names)]
 

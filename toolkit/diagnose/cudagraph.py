@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import math
 
-from toolkit.analyze.effects import graph_effect
+from toolkit.analyze.effects import GraphEffect, graph_effect
 from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.kv import pool_bound_phases
+from toolkit.diagnose.slots import full_pipeline_idle
 from toolkit.diagnose.thresholds import ASSUMED_EAGER_SLOWDOWN, MIN_EAGER_SHARE
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["cuda_graph_miss"]
+__all__ = ["cuda_graph_miss", "eager_effect"]
 
 GRAPH_DEVICES = frozenset({"cuda", "npu", "musa"})  # devices whose decode runs captured graphs
+
+
+def eager_effect(ctx: RunAnalysis) -> GraphEffect | None:
+    """The run's eager decode against comparable graph steps (``graph_effect``, the phases the
+    KV pool paces kept from other phases' reference)."""
+    return graph_effect(ctx.decode, bound_phases=pool_bound_phases(ctx))
 
 
 def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
@@ -33,7 +41,7 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
     devices = set(ctx.batches["graph_device"].drop_nulls().unique().to_list())
     if devices and not devices & GRAPH_DEVICES:
         return None  # eager is the normal mode on a CPU device
-    effect = graph_effect(ctx.decode)
+    effect = eager_effect(ctx)
     g = ctx.graphs
     if effect is None:
         return None
@@ -64,22 +72,31 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
             "Check the `Capture ... CUDA graph` lines at startup; drop "
             "--disable-cuda-graph-padding or list the sizes in --cuda-graph-bs."
         )
+    note = ""
     if basis == "measured":
         factor = (
             f"an eager step took {slowdown:.1f}× the time of a graph step at a neighbouring "
-            "batch size in this log"
+            f"batch size in this log ({effect.reference})"
         )
     else:
         factor = (
             f"the log holds no graph step near the eager batch sizes to compare, so an eager "
             f"step is assumed to take {slowdown}× a graph step"
         )
+    if basis == "assumed" or effect.bounded:
+        idle = full_pipeline_idle(ctx, effect.phase) if effect.phase is not None else None
+        if idle is not None:
+            note = (
+                f" With work on every GPU there, the busiest still idled {idle[0]:.0%} of the "
+                "time (GPU trace); eager launch gaps leave the GPU idle, so that idle is taken "
+                "as theirs, not as an unexplained slowdown."
+            )
     load = ctx.load_of(effect.phase)
     summary = (
         f"{effect.eager_lines} of {effect.flagged_lines} sampled decode windows ran eagerly; "
         f"{load} they generated {share:.0%} of the decode tokens "
         f"({effect.eager_token_share:.0%} over the run): {cause}. {factor.capitalize()}: that "
-        f"costs ≈{impact:.0%} of decode throughput {load}."
+        f"costs ≈{impact:.0%} of decode throughput {load}.{note}"
     )
     return Finding(
         id="cuda-graph-miss",

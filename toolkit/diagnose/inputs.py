@@ -1,7 +1,9 @@
 """What each check needs from a run, and which checks a run's inputs could not support.
 
 A rule that lacks an input returns no finding, which must not read as "clear": ``skipped`` lists
-each check that could not run on a run, the input it lacked, and how to supply it.
+each check that found nothing on a run for want of an input it needs to clear it, the input it
+lacked, and how to supply it. A check that reported a finding ran, whatever else it lacked: it
+is never listed as skipped.
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ INPUTS: dict[str, Input] = {
             "log the server start (the `server_args=` line comes first)",
         ),
         Input(
+            "launch settings",
+            lambda ctx: ctx.run.layout.layout_from in ("ServerArgs", "launch command"),
+            "log the server start (the `server_args=` line comes first), or add "
+            '`command = "python -m sglang.launch_server ..."` to run.toml',
+        ),
+        Input(
             "launch command",
             lambda ctx: ctx.command is not None,
             'add `command = "python -m sglang.launch_server ..."` to run.toml',
@@ -97,7 +105,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "input-mismatch": (),
     "config-not-applied": ("launch command", "ServerArgs dump"),
     "stage-desync": ("decode lines",),
-    "pp-underfilled-slots": ("decode lines", "ServerArgs dump"),
+    "pp-underfilled-slots": ("decode lines", "launch settings"),
     "running-cap": ("decode lines",),
     "kv-cache-pressure": ("server log",),
     "cuda-graph-miss": ("CUDA-graph flag",),
@@ -106,19 +114,27 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "prefill-interference": ("decode lines",),
     "scaling-collapse": ("benchmark results",),
     "queue-backlog": ("decode lines",),
-    "pp-empty-async-slots": ("decode lines", "ServerArgs dump"),
+    "pp-empty-async-slots": ("decode lines", "launch settings"),
     "pp-low-concurrency": ("decode lines",),
     "pp-lockstep-logging": ("decode lines",),
-    "unexplained-slowdown": ("model architecture", "benchmark results"),
+    # To clear a run it takes both ways: the serving model (the architecture) for kernels
+    # slower than the layout explains, the GPU trace for idle the model does not predict.
+    # Either alone can name a gap, and a check that named one ran.
+    "unexplained-slowdown": ("model architecture", "GPU trace"),
 }
-"""Check id → the inputs it reads; a check with one missing is skipped on that run."""
+"""Check id → the inputs it needs to clear a run; a check with one missing that found nothing
+is skipped on that run."""
 
 
 def skipped(ctx: RunAnalysis, checks: tuple[str, ...]) -> list[dict[str, str]]:
     """The checks of ``checks`` this run could not support: ``run``, ``check``, the first
-    ``missing`` input, and how to ``supply`` it."""
+    ``missing`` input, and how to ``supply`` it. A check among ``ctx.found`` (the findings
+    ``diagnose`` made on the run) ran, and is not listed."""
+    ran = {f.id for f in ctx.found}
     out = []
     for check in checks:
+        if check in ran:
+            continue
         for name in NEEDS.get(check, ()):
             need = INPUTS[name]
             if not need.present(ctx):

@@ -12,10 +12,10 @@ import polars as pl
 
 from toolkit.diagnose.admission import queued_cost
 from toolkit.diagnose.finding import Finding, severity_of
-from toolkit.diagnose.thresholds import POOL_FULL, POOL_FULL_SHARE
+from toolkit.diagnose.thresholds import KV_FULL, POOL_FULL, POOL_FULL_SHARE
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["kv_cache_pressure"]
+__all__ = ["kv_cache_pressure", "pool_bound_phases"]
 
 
 def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
@@ -27,7 +27,7 @@ def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
     full_share = float((decode["token_usage"].fill_null(0.0) >= POOL_FULL).mean() or 0.0)
     if not events and full_share < POOL_FULL_SHARE:
         return None
-    evidence = _per_phase(ctx)
+    evidence = _per_phase(ctx).head(20)
     blocked = float(decode["blocked_by_tokens"].mean() or 0.0) if decode.height else 0.0
     peak = decode["token_usage"].max() if decode.height else None
     impact, basis, sizing, phase = _impact(ctx)
@@ -99,9 +99,16 @@ def _per_phase(ctx: RunAnalysis) -> pl.DataFrame:
             retracted_reqs=pl.col("retracted").sum(),
         )
         .sort("phase")
-        .head(20)
     )
     return out.cast(schema)
+
+
+def pool_bound_phases(ctx: RunAnalysis) -> list[int]:
+    """Phases whose pace the KV pool sets rather than the batch: a median token usage of at
+    least ``KV_FULL``, or retractions."""
+    per = _per_phase(ctx)
+    bound = (pl.col("usage_median") >= KV_FULL) | (pl.col("retracted_reqs") > 0)
+    return [int(p) for p in per.filter(bound)["phase"].drop_nulls().to_list()]
 
 
 def _impact(ctx: RunAnalysis) -> tuple[float | None, str | None, str, int | None]:

@@ -3,8 +3,10 @@
 Two ways, the larger counts. Measured where the GPU trace allows: with the pipeline full (every
 stage a micro-batch under PP, or TP) the slowest stage has work all the time, so its idle share
 while decoding is time no stage spends computing. Eager decode steps found before in the same
-phase (``cuda-graph-miss``) idle the GPU between kernel launches and explain their part; the
-rest is unexplained.
+phase (``cuda-graph-miss``) idle the GPU between kernel launches and explain their part, as
+measured; the rest is unexplained. An eager cost that is only assumed (no graph step to compare
+with) or a lower bound (one graph batch size to compare with) does not size those gaps: the
+idle is then taken as theirs, not as unexplained, and ``cuda-graph-miss`` says so.
 
 Modelled, which also sees kernels slower than they should be (a busy GPU): the serving model of
 the run's model on its machine, calibrated on single-stream points, predicts the round (PP) or
@@ -28,19 +30,21 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.model import Params, Workload, predict
+from toolkit.analyze.model import Layout, Params, StageClock, Workload, predict
 from toolkit.analyze.model.machine import prior
+from toolkit.diagnose.cudagraph import eager_effect
 from toolkit.diagnose.finding import Finding, severity_of
-from toolkit.diagnose.slots import SLOT_TOLERANCE, measured_round
-from toolkit.diagnose.stages import certain_busy
+from toolkit.diagnose.slots import certain_busy, full_pipeline_idle, measured_round
 from toolkit.diagnose.thresholds import MIN_UNEXPLAINED, PLAUSIBLE_LINK
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["UNMODELLED", "unexplained_slowdown"]
 
-UNMODELLED = ("cuda-graph-miss", "prefill-interference", "kv-cache-pressure")
-"""Findings whose cost the serving model does not include: they explain part of a residual."""
+UNMODELLED = ("cuda-graph-miss", "prefill-interference", "kv-cache-pressure", "stage-imbalance")
+"""Findings whose cost the serving model does not include: they explain part of a residual. Of a
+``stage-imbalance`` only the part beyond the imbalance the model's own layer split predicts
+counts (a slower GPU, a heavier stage than its layers say)."""
 
 
 def _busiest(ctx: RunAnalysis) -> dict[str, Any] | None:
@@ -92,34 +96,27 @@ def unexplained_slowdown(ctx: RunAnalysis) -> Finding | None:
         for f in ctx.found
         if f.id in UNMODELLED and f.impact and (f.phase is None or f.phase == r["phase"])
     ]
-    idle = _from_idle(ctx, r, measured, named) if _measurable(ctx, r) else None
+    idle = _from_idle(ctx, r, measured, named)
     modelled = _from_model(ctx, r, measured, named)
     found = [f for f in (idle, modelled) if f is not None]
     return max(found, key=lambda f: f.impact or 0.0) if found else None
 
 
-def _measurable(ctx: RunAnalysis, r: dict[str, Any]) -> bool:
-    """Whether the GPU trace covers the phase and every stage had a micro-batch in it (always,
-    without PP): then the slowest stage's idle time is measured, not modelled."""
-    active = r["active_slots_est"]
-    full = ctx.pp == 1 or (active is not None and active >= ctx.pp - SLOT_TOLERANCE)
-    busy = certain_busy(ctx)
-    if not full or busy is None:
-        return False
-    rows = busy.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
-    return rows.height > 0
-
-
 def _from_idle(
     ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Finding]
 ) -> Finding | None:
-    """The slowest stage's idle share in a full pipeline, less what eager steps explain."""
+    """The slowest stage's idle share in a full pipeline, less what eager steps explain (all
+    of it when their cost is only assumed or bounded from below)."""
+    measured_idle = full_pipeline_idle(ctx, r["phase"])
+    if measured_idle is None:
+        return None
+    idle, top = measured_idle
     busy = certain_busy(ctx)
     assert busy is not None
     rows = busy.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
-    top = rows.sort("busy_pct", descending=True).row(0, named=True)
-    idle = 1.0 - min(float(top["busy_pct"]) / 100.0, 1.0)
     eager = [f for f in named if f.id == "cuda-graph-miss"]
+    if eager and (any(f.basis == "assumed" for f in eager) or _eager_bounded(ctx)):
+        return None  # launch gaps are idle time the factor does not size: they are it
     explained = min(idle, sum(float(f.impact or 0.0) for f in eager))
     share = idle - explained
     if share < MIN_UNEXPLAINED:
@@ -155,6 +152,12 @@ def _from_idle(
     )
 
 
+def _eager_bounded(ctx: RunAnalysis) -> bool:
+    """Whether the eager slowdown was read against one graph batch size (a lower bound)."""
+    effect = eager_effect(ctx)
+    return effect is not None and effect.bounded
+
+
 def _from_model(
     ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Finding]
 ) -> Finding | None:
@@ -176,14 +179,21 @@ def _from_model(
     if not math.isfinite(model_round) or model_round <= 0:
         return None
     explained = model_round
+    b = max(float(r["slot_req"] or 1.0), 1.0)
+    counted = []
     for f in named:
-        explained /= max(1e-3, 1 - float(f.impact or 0.0))
+        impact = float(f.impact or 0.0)
+        if f.id == "stage-imbalance":
+            impact = max(0.0, impact - _modelled_imbalance(layout, params, b))
+        if impact > 0:
+            explained /= max(1e-3, 1 - impact)
+            counted.append(f.id)
     gap = measured - explained
     share = gap / measured
     if share < MIN_UNEXPLAINED:
         return None
     unit = _unit(ctx)
-    causes = f" after the {', '.join(f.id for f in named)} found here" if named else ""
+    causes = f" after the {', '.join(counted)} found here" if counted else ""
     sources = ctx.fit.sources
     constants = "; ".join(f"{k} {v}" for k, v in sources.items())
     evidence = pl.DataFrame(
@@ -232,6 +242,20 @@ def _from_model(
         basis="modelled",
         phase=r["phase"],
     )
+
+
+def _modelled_imbalance(layout: Layout, params: Params, b: float) -> float:
+    """``1 − mean/max`` of the model's stage steps at micro-batch ``b``: the imbalance the
+    layer split and the lm_head already put in its round (0 without PP)."""
+    if layout.pp < 2:
+        return 0.0
+    try:
+        clock = StageClock(layout, params)
+        times = [clock.decode(k, b) for k in range(layout.pp)]
+    except (ToolkitError, ZeroDivisionError, ValueError):
+        return 0.0
+    top = max(times)
+    return 1 - sum(times) / len(times) / top if top > 0 else 0.0
 
 
 def _unit(ctx: RunAnalysis) -> str:

@@ -18,10 +18,16 @@ import polars as pl
 
 from toolkit.analyze.effects import TripCurve, trip_curve
 from toolkit.diagnose.finding import Finding, severity_of
-from toolkit.diagnose.thresholds import SLOT_TOLERANCE
+from toolkit.diagnose.thresholds import MIN_BUSY_SAMPLES, SLOT_TOLERANCE
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["pp_empty_async_slots", "pp_low_concurrency", "pp_underfilled_slots"]
+__all__ = [
+    "certain_busy",
+    "full_pipeline_idle",
+    "pp_empty_async_slots",
+    "pp_low_concurrency",
+    "pp_underfilled_slots",
+]
 
 
 def _judged(ctx: RunAnalysis) -> list[dict[str, Any]]:
@@ -391,3 +397,38 @@ def pp_empty_async_slots(ctx: RunAnalysis) -> Finding | None:
             "pp_max_micro_batch_size run at once."
         ),
     )
+
+
+def certain_busy(ctx: RunAnalysis) -> pl.DataFrame | None:
+    """``busy_by_phase`` without the stages of a phase read from fewer than
+    ``MIN_BUSY_SAMPLES`` samples per GPU (coarse sampling of a short window): their share is
+    shown in evidence but no finding rests on it. None without a trace."""
+    by_phase = ctx.busy_by_phase
+    if by_phase is None:
+        return None
+    return by_phase.filter(pl.col("samples") >= MIN_BUSY_SAMPLES)
+
+
+def _measurable(ctx: RunAnalysis, r: dict[str, Any]) -> bool:
+    """Whether the GPU trace covers the phase and every stage had a micro-batch in it (always,
+    without PP): then the slowest stage's idle time is measured, not modelled."""
+    active = r["active_slots_est"]
+    full = ctx.pp == 1 or (active is not None and active >= ctx.pp - SLOT_TOLERANCE)
+    busy = certain_busy(ctx)
+    if not full or busy is None:
+        return False
+    rows = busy.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
+    return rows.height > 0
+
+
+def full_pipeline_idle(ctx: RunAnalysis, phase: int) -> tuple[float, dict[str, Any]] | None:
+    """The idle share of the busiest stage in ``phase`` and its ``busy_by_phase`` row, when the
+    GPU trace covers the phase and every stage had work in it (``_measurable``); else None."""
+    rows = ctx.phase_summary.filter(pl.col("phase") == phase)
+    if not rows.height or not _measurable(ctx, rows.row(0, named=True)):
+        return None
+    certain = certain_busy(ctx)
+    assert certain is not None
+    busy = certain.filter(pl.col("phase") == phase).drop_nulls("busy_pct")
+    top = busy.sort("busy_pct", descending=True).row(0, named=True)
+    return 1.0 - min(float(top["busy_pct"]) / 100.0, 1.0), top

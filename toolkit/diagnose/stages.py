@@ -15,10 +15,11 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.analyze.config import layer_partition_of
 from toolkit.analyze.model import StageClock, Workload, layer_partition, predict
 from toolkit.analyze.stages import desync_share
 from toolkit.diagnose.finding import Finding, severity_of
-from toolkit.diagnose.slots import SLOT_TOLERANCE
+from toolkit.diagnose.slots import SLOT_TOLERANCE, certain_busy
 from toolkit.diagnose.thresholds import MIN_BUSY_SAMPLES
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
@@ -27,6 +28,7 @@ __all__ = [
     "certain_busy",
     "gpu_idle_bubbles",
     "pp_lockstep_logging",
+    "split_source",
     "stage_desync",
     "stage_imbalance",
 ]
@@ -163,11 +165,13 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
         summary=(
             f"While decoding{' with the pipeline full' if full else ''}, stage {top['pp']} ran "
             f"{top[measure]:.0f} % busy against a mean of {mean:.0f} % ({values['metric'][0]}). "
-            "The last stage also holds the lm_head, and the default partition gives the last "
-            f"stages the extra layers. {when}"
+            f"{_split_text(ctx)} {when}"
         ),
-        evidence=values.select(
-            "pp", "gpus", "busy_pct", "samples", "fwd_occupancy_pct", "metric", "vs_mean"
+        evidence=_with_memory(
+            ctx,
+            values.select(
+                "pp", "gpus", "busy_pct", "samples", "fwd_occupancy_pct", "metric", "vs_mean"
+            ),
         )
         .with_columns(pl.col("busy_pct", "fwd_occupancy_pct", "vs_mean").round(2))
         .head(20),
@@ -175,6 +179,35 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
         impact=impact,
         basis=basis,
     )
+
+
+def _split_text(ctx: RunAnalysis) -> str:
+    """How the layers are split, in words: as set or measured, else SGLang's default."""
+    split = ctx.layout.layer_partition
+    if split is None:
+        return (
+            "The last stage also holds the lm_head, and the default partition gives the last "
+            "stages the extra layers."
+        )
+    return (
+        f"The layers are split {','.join(map(str, split))} ({split_source(ctx)}); the last "
+        "stage also holds the lm_head."
+    )
+
+
+def split_source(ctx: RunAnalysis) -> str | None:
+    """Where the layout's layer split comes from: the launch command, the stages' KV pools at
+    startup (``RunAnalysis.layout``), or None (SGLang's default split)."""
+    if ctx.layout.layer_partition is None:
+        return None
+    command = layer_partition_of(ctx.command[0]) if ctx.command else None
+    return "launch command" if command is not None else "KV pool per stage at startup"
+
+
+def _with_memory(ctx: RunAnalysis, busy: pl.DataFrame) -> pl.DataFrame:
+    """``busy`` with the weights each stage loaded at startup (``weight_gb``), when logged."""
+    memory = ctx.stage_memory.select(pl.col("pp").cast(busy.schema["pp"]), "weight_gb")
+    return busy.join(memory, on="pp", how="left")
 
 
 def _split_imbalance(ctx: RunAnalysis, full: list[dict[str, Any]]) -> Finding | None:
@@ -232,9 +265,9 @@ def _split_imbalance(ctx: RunAnalysis, full: list[dict[str, Any]]) -> Finding | 
 
 
 def _rebalanced(ctx: RunAnalysis, busiest: int, idlest: int) -> tuple[int, ...] | None:
-    """The partition to try: the remainder layers on the first stages when the last stage is
-    the busiest (it also has the lm_head), else one layer moved from the busiest stage to the
-    idlest."""
+    """The partition to try: the even split when the run's (set or measured) is uneven; the
+    remainder layers on the first stages when the last stage is the busiest (it also has the
+    lm_head); else one layer moved from the busiest stage to the idlest."""
     if ctx.params is None:
         return None
     layers = ctx.params.model.layers
@@ -242,7 +275,14 @@ def _rebalanced(ctx: RunAnalysis, busiest: int, idlest: int) -> tuple[int, ...] 
         default = layer_partition(layers, ctx.pp, ctx.layout.layer_partition)
     except ToolkitError:
         return None
-    if busiest == ctx.pp - 1 and ctx.layout.layer_partition is None:
+    if ctx.layout.layer_partition is not None:
+        # A split set or measured unevenly: the even one, before moving single layers.
+        even = layer_partition(layers, ctx.pp)
+        if busiest == ctx.pp - 1:
+            even = tuple(sorted(even, reverse=True))
+        if max(default) > max(even):
+            return even
+    elif busiest == ctx.pp - 1:
         moved = tuple(sorted(default, reverse=True))
         if moved != default:
             return moved
@@ -269,16 +309,6 @@ def _partition_gain(
     if now is None or moved is None:
         return None
     return max(0.0, 1 - now / moved)
-
-
-def certain_busy(ctx: RunAnalysis) -> pl.DataFrame | None:
-    """``busy_by_phase`` without the stages of a phase read from fewer than
-    ``MIN_BUSY_SAMPLES`` samples per GPU (coarse sampling of a short window): their share is
-    shown in evidence but no finding rests on it. None without a trace."""
-    by_phase = ctx.busy_by_phase
-    if by_phase is None:
-        return None
-    return by_phase.filter(pl.col("samples") >= MIN_BUSY_SAMPLES)
 
 
 def _busy_when_full(ctx: RunAnalysis, phases: list[int]) -> pl.DataFrame | None:

@@ -20,7 +20,7 @@ MEDIUM_IMPACT = 0.05
 SLOT_TOLERANCE = 0.5  # active-slot estimates carry ~10 % noise: half a slot short is no fault
 
 # Admission
-QUEUED_SHARE = 0.3  # a phase is queued when this share of its decode lines has waiters
+QUEUED_SHARE = 0.3  # share of a phase's decode lines with waiters that makes it queued
 KV_FULL = 0.85  # token usage at which the pool, not a request cap, holds admission
 NEAR_CAP = 0.9  # running at this share of max_running_requests counts as at the cap
 MODEL_AGREEMENT = 0.25  # the model sizes a phase only if it reproduces its tok/s this closely

@@ -1,0 +1,132 @@
+"""``unexplained-slowdown`` from the GPU idle of a full pipeline, against the eager cost.
+
+The runs are diagnose fixtures (``tests/data/diagnose``, SGLang 0.5.23 lines) with an
+nvidia-smi trace of their 8 GPUs at 40 % while they decode: ``tp8-eager`` (every decode line
+``cuda graph: False``, no graph line to compare with), and a TP8 sweep whose graph steps were
+logged at one batch size only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from helpers import TEST_DATA
+
+from toolkit.analyze.model import StageClock
+from toolkit.diagnose import Finding, diagnose
+from toolkit.diagnose.cudagraph import cuda_graph_miss
+from toolkit.diagnose.residual import unexplained_slowdown
+from toolkit.diagnose.slots import full_pipeline_idle
+from toolkit.load.run import load_run
+from toolkit.run_analysis import RunAnalysis
+
+HEADER = "timestamp, index, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"
+
+
+def _trace(run: Path, start: datetime, seconds: int, util: int = 40) -> None:
+    rows = []
+    for i in range(seconds):
+        ts = (start + timedelta(seconds=i)).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+        for gpu in range(8):
+            rows.append(f"{ts}, {gpu}, NVIDIA H200, {util} %, 120000 MiB, 310.00 W\n")
+    (run / "gpu.csv").write_text(HEADER + "".join(rows), encoding="utf-8")
+
+
+def _eager_run(tmp_path: Path) -> RunAnalysis:
+    run = tmp_path / "tp8-eager"
+    shutil.copytree(TEST_DATA / "diagnose" / "tp8-eager", run)
+    _trace(run, datetime(2026, 5, 1, 10, 6, 50), 80)
+    return RunAnalysis(run)
+
+
+def test_an_assumed_eager_cost_takes_the_idle_as_its_own(tmp_path: Path) -> None:
+    ctx = _eager_run(tmp_path)
+    found = {f.id: f for f in diagnose([ctx])}
+    eager = found["cuda-graph-miss"]
+    assert eager.basis == "assumed"
+    idle = full_pipeline_idle(ctx, eager.phase)
+    assert idle is not None and idle[0] == pytest.approx(0.60, abs=0.01)
+    assert "idled 60%" in eager.summary and "not as an unexplained slowdown" in eager.summary
+    residual = found.get("unexplained-slowdown")
+    assert residual is None or residual.basis == "modelled"
+
+
+def test_a_measured_eager_cost_leaves_the_rest_of_the_idle_unexplained(tmp_path: Path) -> None:
+    ctx = _eager_run(tmp_path)
+    eager = cuda_graph_miss(ctx)
+    assert eager is not None
+    ctx.found = [replace(eager, impact=0.30, basis="measured")]
+    residual = unexplained_slowdown(ctx)
+    assert residual is not None and residual.basis == "measured"
+    assert residual.impact == pytest.approx(0.60 - 0.30, abs=0.01)
+    assert "explain 30% of it" in residual.summary
+
+
+def _imbalance(ctx: RunAnalysis, impact: float) -> Finding:
+    return Finding(
+        id="stage-imbalance",
+        severity="high",
+        title="stage 7 busier",
+        summary="stage 7 ran busier than the mean",
+        evidence=pl.DataFrame({"pp": [7]}),
+        remedy="SGLANG_PP_LAYER_PARTITION",
+        impact=impact,
+        basis="measured",
+    )
+
+
+def test_a_stage_imbalance_explains_only_what_the_models_split_does_not() -> None:
+    """pp8-underfilled: Kimi K2 over PP8 (7,7,7,8,8,8,8,8 and the lm_head on the last)."""
+    ctx = RunAnalysis(load_run(TEST_DATA / "diagnose" / "pp8-underfilled", cache=False))
+    alone = unexplained_slowdown(ctx)
+    assert alone is not None and alone.basis == "modelled"
+    b = alone.evidence["slot_req"][0]
+    clock = StageClock(ctx.layout, ctx.params)
+    times = [clock.decode(k, b) for k in range(ctx.pp)]
+    modelled = 1 - sum(times) / len(times) / max(times)
+    ctx.found = [_imbalance(ctx, modelled)]  # no more than the split itself predicts
+    same = unexplained_slowdown(ctx)
+    assert same is not None and same.impact == pytest.approx(alone.impact)
+    assert "stage-imbalance" not in same.summary
+    ctx.found = [_imbalance(ctx, modelled + 0.10)]  # a stage slower than its layers say
+    less = unexplained_slowdown(ctx)
+    assert less is not None and "after the stage-imbalance found here" in less.summary
+    share = 1 - (1 - alone.impact) / (1 - 0.10)
+    assert less.impact == pytest.approx(share, abs=0.005)
+
+
+def test_an_eager_cost_bounded_from_below_takes_the_idle_as_its_own(tmp_path: Path) -> None:
+    """Graph steps at batch 32 only (55 ms), eager steps at 48 (96 ms): a graph step at 48 is
+    at most 83 ms, so the slowdown is at least 1.16; the 60 % idle is the eager gaps'."""
+    spec = importlib.util.spec_from_file_location(
+        "diagnose_fixtures", TEST_DATA / "diagnose" / "make_fixtures.py"
+    )
+    assert spec is not None and spec.loader is not None
+    fx = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = fx
+    spec.loader.exec_module(fx)
+    la = fx.Launch(tp=8, pool=139827, graph_max=32)
+    graph = fx.Phase(400, [32], 577.8, interval=2.2)
+    eager = fx.Phase(440, [48], 500.0, graph=False, interval=2.6)
+    lines = fx.startup(la, 0.0) + fx.phase_lines(la, graph) + fx.phase_lines(la, eager)
+    lines.sort(key=lambda s: s[1:20])
+    run = tmp_path / "tp8-bounded"
+    run.mkdir()
+    (run / "server.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bench = [fx.bench_line(32, 577.8), fx.bench_line(48, 500.0)]
+    (run / "bench.jsonl").write_text("\n".join(bench) + "\n", encoding="utf-8")
+    _trace(run, datetime(2026, 5, 1, 10, 6, 30), 80)
+    ctx = RunAnalysis(run)
+    found = {f.id: f for f in diagnose([ctx])}
+    miss = found["cuda-graph-miss"]
+    assert miss.basis == "measured" and "at least" in miss.summary
+    assert "not as an unexplained slowdown" in miss.summary
+    residual = found.get("unexplained-slowdown")
+    assert residual is None or residual.basis == "modelled"
