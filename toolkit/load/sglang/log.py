@@ -20,6 +20,7 @@ import polars as pl
 from toolkit.errors import ParseError, ToolkitError
 from toolkit.load import text as lines_io
 from toolkit.load.inputs import check_input
+from toolkit.load.requests.log_lines import is_request_line, line_kind, log_requests
 from toolkit.load.sglang.dataset import dataset_stores, is_dataset
 from toolkit.load.sglang.error_records import error_table
 from toolkit.load.sglang.launches import (
@@ -180,6 +181,23 @@ class SGLangLog:
             status=parts.struct.field("4").cast(pl.Int32, strict=False),
         )
         return lf.select(HTTP.names()).cast(dict(HTTP))
+
+    @cached_property
+    def requests(self) -> pl.DataFrame:
+        """Finished requests the log's own lines record (``ReqTimeStats``, ``Finish:``, JSON
+        ``request.finished`` events): ``schema.requests.SERVER_REQUESTS``, on the log's clock."""
+        return log_requests(self._request_lines()).collect(engine="streaming")
+
+    def request_counts(self) -> dict[str, int]:
+        """Request lines of each kind (``time-stats``, ``finish``, ``log-json``,
+        ``received``; ``other`` = a JSON line that names no request event)."""
+        kinds = self._request_lines().select(_k=line_kind(pl.col("message")))
+        counts = kinds.group_by("_k").len().collect(engine="streaming")
+        return dict(sorted(counts.iter_rows()))
+
+    def _request_lines(self) -> pl.LazyFrame:
+        lines = self._lines(["other"], ["message", "pp"])
+        return lines.filter(is_request_line(pl.col("message")))
 
     @cached_property
     def errors(self) -> pl.DataFrame:

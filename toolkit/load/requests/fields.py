@@ -1,0 +1,163 @@
+"""Typing a request record's fields, whatever form it came in, into ``SERVER_REQUESTS``.
+
+Each form is read into the same raw columns first (numbers as SGLang wrote them: seconds,
+epoch seconds, token counts); ``server_requests`` then derives the declared table. Every
+expression is a literal match or one single-group extract on a bounded tail, so a line costs
+time linear in its length; no prompt text ever leaves polars.
+
+The fields of ``meta_info`` that SGLang writes for a finished request (``tokenizer_manager``):
+``id``, ``finish_reason`` (``{"type": ..., "message": ...}``), ``prompt_tokens``,
+``completion_tokens``, ``cached_tokens``, ``e2e_latency`` (s); with ``--enable-metrics`` also
+``queue_time`` (s) and wall-clock stamps (epoch s): ``request_received_ts``, the first token
+as ``prefill_finished_ts`` (0.5.4 – 0.5.6) or ``prefill_finished_time`` (later), the end as
+``decode_finished_ts`` or ``request_finished_ts``, and (later) the forward entry as
+``forward_entry_time``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import polars as pl
+
+from toolkit.schema.requests import SERVER_REQUESTS
+
+__all__ = ["META_FLOATS", "META_INTS", "NUMBER", "RAW", "json_meta", "server_requests", "text_meta"]
+
+META_FLOATS: dict[str, tuple[str, ...]] = {
+    "e2e_s": ("e2e_latency",),
+    "queue_s": ("queue_time",),
+    "received_epoch": ("request_received_ts",),
+    "first_epoch": ("prefill_finished_ts", "prefill_finished_time"),
+    "end_epoch": ("decode_finished_ts", "request_finished_ts"),
+    "forward_epoch": ("forward_entry_time",),
+}
+"""Raw column → the ``meta_info`` keys that state it, newest name last."""
+META_INTS: dict[str, str] = {
+    "input_len": "prompt_tokens",
+    "output_len": "completion_tokens",
+    "cached_len": "cached_tokens",
+}
+
+RAW: dict[str, pl.DataType] = {
+    "source": pl.String(),
+    "lineno": pl.Int64(),
+    "form": pl.String(),
+    "rid": pl.String(),
+    "pp": pl.Int32(),
+    "line_ts": pl.Datetime("us"),  # the line's own time (log clock): when the request finished
+    "e2e_s": pl.Float64(),
+    "queue_s": pl.Float64(),
+    "forward_s": pl.Float64(),
+    "received_epoch": pl.Float64(),
+    "first_epoch": pl.Float64(),
+    "end_epoch": pl.Float64(),
+    "forward_epoch": pl.Float64(),
+    "entry_epoch": pl.Float64(),  # time-stats: wait-queue entry, wall clock (newest releases)
+    "input_len": pl.Int64(),
+    "output_len": pl.Int64(),
+    "cached_len": pl.Int64(),
+    "finish_reason": pl.String(),
+    "error": pl.String(),
+}
+"""The raw columns every form is read into."""
+
+NUMBER = r"([-+]?(?:\d{1,20}(?:\.\d{0,20})?|\.\d{1,20})(?:[eE][-+]?\d{1,4})?)"
+_EPOCH_RANGE = (1e8, 1e10)  # 1973 – 2286: anything else is no wall-clock stamp
+
+
+def json_meta(line: pl.Expr, prefix: str) -> list[pl.Expr]:
+    """Raw columns from a JSON record whose ``meta_info`` fields sit at JSONPath ``prefix``
+    (``$`` for the export file, ``$.out.meta_info`` for a ``request.finished`` event)."""
+
+    def get(key: str) -> pl.Expr:
+        return line.str.json_path_match(f"{prefix}.{key}")
+
+    floats = [
+        pl.coalesce([get(k).cast(pl.Float64, strict=False) for k in reversed(keys)]).alias(col)
+        for col, keys in META_FLOATS.items()
+    ]
+    ints = [get(k).cast(pl.Int64, strict=False).alias(c) for c, k in META_INTS.items()]
+    reason = get("finish_reason.type")
+    return [
+        *floats,
+        *ints,
+        reason.str.slice(0, 40).alias("finish_reason"),
+        _abort_message(reason, get("finish_reason.message")),
+    ]
+
+
+def text_meta(tail: pl.Expr) -> list[pl.Expr]:
+    """Raw columns from the Python repr of ``meta_info`` (``tail``: the text after the line's
+    last ``'meta_info': {``, where SGLang puts it after any output text)."""
+
+    def number(key: str) -> pl.Expr:
+        return tail.str.extract(rf"'{key}': {NUMBER}", 1)
+
+    floats = [
+        pl.coalesce([number(k).cast(pl.Float64, strict=False) for k in reversed(keys)]).alias(c)
+        for c, keys in META_FLOATS.items()
+    ]
+    ints = [number(k).cast(pl.Int64, strict=False).alias(c) for c, k in META_INTS.items()]
+    reason = tail.str.extract(r"'finish_reason': \{'type': '(\w{1,40})'", 1)
+    message = tail.str.extract(r"""'message': ['"]([^'"]{0,200})""", 1)
+    return [
+        *floats,
+        *ints,
+        reason.alias("finish_reason"),
+        _abort_message(reason, message),
+        tail.str.extract(r"'id': '([^']{1,256})'", 1).alias("_meta_rid"),
+    ]
+
+
+def _abort_message(reason: pl.Expr, message: pl.Expr) -> pl.Expr:
+    return pl.when(reason == "abort").then(message.str.slice(0, 200)).alias("error")
+
+
+def server_requests(raw: pl.LazyFrame) -> pl.LazyFrame:
+    """The declared ``SERVER_REQUESTS`` table from the raw columns.
+
+    Wall-clock epochs become local time of this machine (as the log's own stamps are the
+    server's local time). Arrival falls back to the line's time minus the latency it states;
+    the end to the line's time (a log line is written when the request finishes).
+    """
+    have = set(raw.collect_schema().names())
+    raw = raw.with_columns(pl.lit(None, t).alias(c) for c, t in RAW.items() if c not in have)
+    raw = raw.cast(RAW)  # type: ignore[arg-type]
+    received, first = _local("received_epoch"), _local("first_epoch")
+    scheduler_s = pl.col("queue_s") + pl.col("forward_s")
+    ts = pl.coalesce(
+        received,
+        _local("entry_epoch"),
+        pl.col("line_ts") - _seconds(pl.coalesce("e2e_s", scheduler_s)),
+    )
+    end = pl.coalesce(_local("end_epoch"), pl.col("line_ts"), ts + _seconds(pl.col("e2e_s")))
+    lf = raw.with_columns(ts=ts, first_token_ts=first, end_ts=end)
+    ms = 1000.0
+    ttft = (pl.col("first_token_ts") - pl.col("ts")).dt.total_microseconds() / 1e3
+    lf = lf.with_columns(
+        queue_ms=pl.col("queue_s") * ms,
+        forward_ms=pl.coalesce(
+            pl.col("forward_s") * ms,
+            (pl.col("end_ts") - _local("forward_epoch")).dt.total_microseconds() / 1e3,
+        ),
+        ttft_ms=pl.when(received.is_not_null()).then(ttft),
+        e2e_ms=pl.col("e2e_s") * ms,
+        decode_ms=(pl.col("end_ts") - pl.col("first_token_ts")).dt.total_microseconds() / 1e3,
+        ok=pl.when(pl.col("finish_reason").is_not_null()).then(pl.col("finish_reason") != "abort"),
+    )
+    lf = lf.with_columns(prefill_ms=pl.col("ttft_ms") - pl.col("queue_ms"))
+    return lf.select(SERVER_REQUESTS.names()).cast(dict(SERVER_REQUESTS))  # type: ignore[arg-type]
+
+
+def _local(column: str) -> pl.Expr:
+    """Epoch seconds as this machine's local time; null outside ``_EPOCH_RANGE``."""
+    x = pl.col(column)
+    offset = time.localtime().tm_gmtoff
+    us = ((x + offset) * 1e6).round().cast(pl.Int64, strict=False)
+    ok = x.is_between(*_EPOCH_RANGE)
+    return pl.when(ok).then(pl.from_epoch(us, time_unit="us"))
+
+
+def _seconds(x: pl.Expr) -> pl.Expr:
+    return pl.duration(microseconds=(x * 1e6).round().cast(pl.Int64, strict=False))
