@@ -51,9 +51,10 @@ SERVER_REQUEST_COLUMNS: tuple[Column, ...] = (
 )
 
 BREAKDOWN_COLUMNS: tuple[Column, ...] = (
-    Column("phase", _S, "benchmark phase the requests arrived in; `all` without phases"),
-    Column("concurrency", _I, "concurrency of the phase, where known"),
-    Column("requests", _I, "finished requests of the phase"),
+    Column("phase", _I, "phase the requests arrived in; null = outside every phase (or none)"),
+    Column("concurrency", _I, "requests the benchmark kept in flight in the phase, where known"),
+    Column("requests", _I, "finished requests (one per request id)"),
+    Column("with_ttft", _I, "of them, requests whose record states the first token's time"),
     Column("ttft_median_ms", _F, "median server-side time to first token, ms"),
     Column("ttft_p90_ms", _F, "p90 server-side time to first token, ms"),
     Column("queue_median_ms", _F, "median waiting-queue time, ms"),
@@ -61,13 +62,17 @@ BREAKDOWN_COLUMNS: tuple[Column, ...] = (
     Column("prefill_median_ms", _F, "median of ttft - queue, ms"),
     Column("prefill_p90_ms", _F, "p90 of ttft - queue, ms"),
     Column("decode_per_token_ms", _F, "median of decode_ms / (output_len - 1), ms"),
-    Column("queue_share", _F, "sum of queue time / sum of e2e latency (0-1)"),
+    Column(
+        "queue_share",
+        _F,
+        "sum of queue time / sum of e2e latency (else scheduler time, queue + forward), 0-1",
+    ),
     Column("aborted", _I, "requests that were aborted"),
 )
 
 TIMELINE_COLUMNS: tuple[Column, ...] = (
     Column("rid", _S, "request id"),
-    Column("phase", _S, "benchmark phase"),
+    Column("phase", _I, "phase the request arrived in; null = outside every phase"),
     Column("start", _T, "arrival"),
     Column("queue_end", _T, "left the waiting queue (start + queue)"),
     Column("first_token", _T, "first token"),
