@@ -269,8 +269,9 @@ class SGLangLog:
         }
 
     def unrecognized(self, n: int = 5) -> pl.DataFrame:
-        """The first ``n`` lines of kind ``other`` (what no loader recognized)."""
-        lf = self._lines(["other"], ["message"])
+        """The first ``n`` lines of kind ``other`` that no loader recognized (request lines
+        are read by ``requests``)."""
+        lf = self._lines(["other"], ["message"]).filter(~is_request_line(pl.col("message")))
         spans = self._error_spans()
         if spans.height:
             lf = lf.join(spans.lazy(), on=["source", "lineno"], how="anti", maintain_order="left")
