@@ -7,6 +7,8 @@ The facade reads like a table of contents:
 - ``load_gpu_trace``, ``load_topology``, ``gpu_roles``: GPU traces, links, GPU → pipeline stage
 - ``load_bench``: SGLang/vLLM/GenAI-Perf/AIPerf results and sweep CSVs → ``runs``, ``requests``
 - ``load_run``: a run directory (server log, results, traces, ``run.toml``) as one object
+- ``load_server_requests``: the server's per-request records (metrics export, JSON request log);
+  ``request_breakdown``: server-side TTFT split into queueing and prefill, per phase
 - ``capture``: record a run directory from a live SGLang server; ``load_phase_marks`` its phases
 - ``scaling_table``, ``scaling_gap``, ``crossover``, ``knee``: how each layout scales, and the gap
 - ``diagnose``: every hypothesis checked at once, ``Finding`` s ranked with their evidence
@@ -38,6 +40,7 @@ from toolkit.analyze.model import (
 from toolkit.analyze.model.sim import simulate
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.phases import decode_phases
+from toolkit.analyze.requests import request_breakdown, request_timeline
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
 from toolkit.analyze.stages import stage_busy, stage_cadence, stage_desync, stage_timeline
 from toolkit.capture import CaptureOptions, capture
@@ -55,6 +58,7 @@ from toolkit.load.gpu.trace import (
     load_topology,
 )
 from toolkit.load.phase_marks import load_phase_marks
+from toolkit.load.requests import load_server_requests
 from toolkit.load.run import Run, load_run
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log, open_dataset
@@ -106,6 +110,7 @@ __all__ = [
     "load_gpu_trace",
     "load_phase_marks",
     "load_run",
+    "load_server_requests",
     "load_sglang_log",
     "load_topology",
     "occupancy_summary",
@@ -113,6 +118,8 @@ __all__ = [
     "oscillation",
     "predict",
     "read_run_config",
+    "request_breakdown",
+    "request_timeline",
     "scaling_gap",
     "scaling_table",
     "simulate",
