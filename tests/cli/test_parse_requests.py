@@ -19,7 +19,7 @@ def test_parse_request_file_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert f["format"] == "sglang-requests"
     assert (f["lines"], f["requests"], f["with_ttft"], f["aborted"]) == (6, 5, 4, 1)
     assert f["forms"] == {"export": 5}
-    assert f["skipped"] == {"not a JSON object (a cut or edited line)": 1}
+    assert f["skipped"] == {"not a complete JSON object (a cut or edited line)": 1}
     assert f["start"].startswith("2025-11-20") and f["end"] > f["start"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 from datetime import datetime
 from pathlib import Path
 
@@ -36,7 +37,7 @@ def test_export_with_metrics_splits_ttft_into_queue_and_prefill() -> None:
     t = got.table
     assert t.schema == SERVER_REQUESTS
     assert t.height == 5  # 4 finished + 1 aborted; the cut last line is counted, not a row
-    assert got.skipped == {"not a JSON object (a cut or edited line)": 1}
+    assert got.skipped == {"not a complete JSON object (a cut or edited line)": 1}
     assert got.lines == 6
     first = t.filter(pl.col("lineno") == 1).row(0, named=True)
     assert first["ts"] == datetime.fromtimestamp(1763647200.123)
@@ -85,7 +86,7 @@ def test_no_request_text_is_kept() -> None:
 def test_strict_names_file_and_line_of_a_cut_record() -> None:
     with pytest.raises(ParseError) as e:
         load_server_requests(METRICS_055, strict=True)
-    assert e.value.lineno == 6 and "not a JSON object" in e.value.reason
+    assert e.value.lineno == 6 and "not a complete JSON object" in e.value.reason
     load_server_requests(JSON_LOG, strict=True)  # arrivals are no error
 
 
@@ -95,3 +96,28 @@ def test_gzip_and_several_files(tmp_path: Path) -> None:
     got = load_server_requests([gz, PLAIN])
     assert got.table.height == 6 and got.lines == 6
     assert set(got.table["source"]) == {str(gz), str(PLAIN)}
+
+
+def test_keys_inside_the_request_text_never_count(tmp_path: Path) -> None:
+    decoy = 'say "e2e_latency": 99, "id": "fake", "finish_reason": {"type": "abort"}'
+    record = {
+        "request_parameters": json.dumps({"text": decoy, "rid": "r1"}),
+        "id": "r1",
+        "finish_reason": {"type": "stop", "matched": 2},
+        "prompt_tokens": 3,
+        "completion_tokens": 4,
+        "e2e_latency": 0.5,
+    }
+    event = {
+        "timestamp": "2025-12-01T10:00:00.500000",
+        "event": "request.finished",
+        "rid": "r2",
+        "obj": {"text": decoy, "rid": "r2", "custom_labels": {"e2e_latency": 7}},
+        "out": {"text": decoy, "meta_info": {"id": "r2", "e2e_latency": 1.5}},
+    }
+    path = tmp_path / "m.log"
+    path.write_text(json.dumps(record) + "\n" + json.dumps(event, ensure_ascii=False) + "\n")
+    t = load_server_requests(path).table.sort("lineno")
+    assert t["rid"].to_list() == ["r1", "r2"]
+    assert t["e2e_ms"].to_list() == [500.0, 1500.0]
+    assert t["finish_reason"].to_list() == ["stop", None]

@@ -26,7 +26,7 @@ import polars as pl
 from toolkit.errors import ParseError
 from toolkit.load import text as lines_io
 from toolkit.load.inputs import check_input
-from toolkit.load.requests.fields import json_meta, server_requests
+from toolkit.load.requests.fields import META_JSON, event_head, json_meta, server_requests
 from toolkit.schema.requests import SERVER_REQUESTS
 
 __all__ = ["REQUESTS_FORMAT", "RequestFile", "is_request_file", "load_server_requests"]
@@ -35,7 +35,7 @@ REQUESTS_FORMAT = "sglang-requests"
 _EXPORT_KEY = '"request_parameters"'
 _EVENTS = ("request.finished", "request.received")
 _RECEIVED = "request.received event (arrival only)"
-_ISO = ("%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S")
+_CUT = "not a complete JSON object (a cut or edited line)"
 
 
 def is_request_file(path: Path) -> bool:
@@ -98,35 +98,29 @@ def load_server_requests(
 
 def _one(lines: pl.LazyFrame, source: str, strict: bool) -> tuple[pl.DataFrame, dict, int]:
     line = pl.col("line")
-    event = line.str.json_path_match("$.event")
-    is_export = line.str.contains(_EXPORT_KEY, literal=True) & event.is_null()
+    head = event_head(line)
+    complete = line.str.strip_chars_end().str.ends_with("}") & line.str.starts_with("{")
+    is_export = line.str.contains(_EXPORT_KEY, literal=True) & head["event"].is_null()
     kind = (
-        pl.when(line.str.json_path_match("$").is_null())
-        .then(pl.lit("not a JSON object (a cut or edited line)"))
+        pl.when(~complete)
+        .then(pl.lit(_CUT))
         .when(is_export)
         .then(pl.lit("export"))
-        .when(event == "request.finished")
+        .when(head["event"] == "request.finished")
         .then(pl.lit("log-json"))
-        .when(event == "request.received")
+        .when(head["event"] == "request.received")
         .then(pl.lit(_RECEIVED))
         .otherwise(pl.lit("JSON object that is no request record"))
     )
-    stamp = pl.coalesce(
-        [line.str.json_path_match("$.timestamp").str.to_datetime(f, strict=False) for f in _ISO]
-    )
-    exported, logged = json_meta(line, "$"), json_meta(line, "$.out.meta_info")
-    rid = pl.when(is_export).then(line.str.json_path_match("$.id"))
-    frame = (  # one pass; the line itself is never collected
+    tail = pl.when(is_export).then(line).otherwise(line.str.split(META_JSON).list.last())
+    frame = (  # one pass, regular expressions only; the line itself is never collected
         lines.filter(line.is_not_null() & (line.str.strip_chars() != ""))
         .select(
             "lineno",
             kind.alias("_kind"),
-            rid.otherwise(line.str.json_path_match("$.rid")).str.slice(0, 256).alias("rid"),
-            pl.when(~is_export).then(stamp.dt.cast_time_unit("us")).alias("line_ts"),
-            *(
-                pl.when(is_export).then(a).otherwise(b).alias(a.meta.output_name())
-                for a, b in zip(exported, logged, strict=True)
-            ),
+            head["rid"],
+            pl.when(~is_export).then(head["line_ts"]).alias("line_ts"),
+            *json_meta(tail),
         )
         .collect(engine="streaming")
     )
@@ -137,7 +131,9 @@ def _one(lines: pl.LazyFrame, source: str, strict: bool) -> tuple[pl.DataFrame, 
         text = lines.filter(pl.col("lineno") == lineno).select("line").collect().item()
         raise ParseError(source, lineno, reason, text)
     raw = frame.filter(pl.col("_kind").is_in(["export", "log-json"])).with_columns(
-        form=pl.col("_kind"), source=pl.lit(source)
+        form=pl.col("_kind"),
+        source=pl.lit(source),
+        rid=pl.coalesce("_meta_rid", "rid"),
     )
     table = server_requests(raw.lazy()).collect()
     skips = {k: v for k, v in counts.items() if k not in ("export", "log-json")}

@@ -2,7 +2,7 @@
 
 Each form is read into the same raw columns first (numbers as SGLang wrote them: seconds,
 epoch seconds, token counts); ``server_requests`` then derives the declared table. Every
-expression is a literal match or one single-group extract on a bounded tail, so a line costs
+expression is a literal match or a regular-expression extract (linear), so a line costs
 time linear in its length; no prompt text ever leaves polars.
 
 The fields of ``meta_info`` that SGLang writes for a finished request (``tokenizer_manager``):
@@ -22,7 +22,17 @@ import polars as pl
 
 from toolkit.schema.requests import SERVER_REQUESTS
 
-__all__ = ["META_FLOATS", "META_INTS", "NUMBER", "RAW", "json_meta", "server_requests", "text_meta"]
+__all__ = [
+    "META_FLOATS",
+    "META_INTS",
+    "META_JSON",
+    "NUMBER",
+    "RAW",
+    "event_head",
+    "json_meta",
+    "server_requests",
+    "text_meta",
+]
 
 META_FLOATS: dict[str, tuple[str, ...]] = {
     "e2e_s": ("e2e_latency",),
@@ -66,47 +76,55 @@ NUMBER = r"([-+]?(?:\d{1,20}(?:\.\d{0,20})?|\.\d{1,20})(?:[eE][-+]?\d{1,4})?)"
 _EPOCH_RANGE = (1e8, 1e10)  # 1973 – 2286: anything else is no wall-clock stamp
 
 
-def json_meta(line: pl.Expr, prefix: str) -> list[pl.Expr]:
-    """Raw columns from a JSON record whose ``meta_info`` fields sit at JSONPath ``prefix``
-    (``$`` for the export file, ``$.out.meta_info`` for a ``request.finished`` event)."""
+META_JSON = '"meta_info": {'
+"""Where a JSON request event's ``meta_info`` starts (it is the event's last object)."""
+_EVENT = r'^\{"timestamp":\s?"([^"]{0,40})",\s?"event":\s?"([a-z._]{1,40})"'
+_ISO = ("%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S")
 
-    def get(key: str) -> pl.Expr:
-        return line.str.json_path_match(f"{prefix}.{key}")
 
-    floats = [
-        pl.coalesce([get(k).cast(pl.Float64, strict=False) for k in reversed(keys)]).alias(col)
-        for col, keys in META_FLOATS.items()
-    ]
-    ints = [get(k).cast(pl.Int64, strict=False).alias(c) for c, k in META_INTS.items()]
-    reason = get("finish_reason.type")
-    return [
-        *floats,
-        *ints,
-        reason.str.slice(0, 40).alias("finish_reason"),
-        _abort_message(reason, get("finish_reason.message")),
-    ]
+def event_head(line: pl.Expr) -> dict[str, pl.Expr]:
+    """``line_ts``, ``event`` and ``rid`` of a ``--log-requests-format json`` line, which
+    starts ``{"timestamp": "<local ISO time>", "event": "request.finished", "rid": "..."``."""
+    stamp = line.str.extract(_EVENT, 1)
+    return {
+        "line_ts": pl.coalesce(
+            [stamp.str.to_datetime(f, strict=False, time_unit="us") for f in _ISO]
+        ).alias("line_ts"),
+        "event": line.str.extract(_EVENT, 2).alias("event"),
+        "rid": line.str.extract(_EVENT + r',\s?"rid":\s?"([^"\\]{1,256})"', 3).alias("rid"),
+    }
+
+
+def json_meta(tail: pl.Expr) -> list[pl.Expr]:
+    """Raw columns from ``meta_info`` written as JSON (``json.dumps``): the export record
+    itself, or the text after a JSON event's last ``"meta_info": {``. Inside a JSON string
+    every quote is escaped (``\\"e2e_latency\\":``), so text there never matches a key."""
+    return _meta(tail, '"', r'"message":\s?"((?:[^"\\]|\\.){0,200})')
 
 
 def text_meta(tail: pl.Expr) -> list[pl.Expr]:
     """Raw columns from the Python repr of ``meta_info`` (``tail``: the text after the line's
     last ``'meta_info': {``, where SGLang puts it after any output text)."""
+    return _meta(tail, "'", r"""'message': ['"]([^'"]{0,200})""")
 
+
+def _meta(tail: pl.Expr, q: str, message: str) -> list[pl.Expr]:
     def number(key: str) -> pl.Expr:
-        return tail.str.extract(rf"'{key}': {NUMBER}", 1)
+        return tail.str.extract(rf"{q}{key}{q}:\s?{NUMBER}", 1)
 
     floats = [
         pl.coalesce([number(k).cast(pl.Float64, strict=False) for k in reversed(keys)]).alias(c)
         for c, keys in META_FLOATS.items()
     ]
     ints = [number(k).cast(pl.Int64, strict=False).alias(c) for c, k in META_INTS.items()]
-    reason = tail.str.extract(r"'finish_reason': \{'type': '(\w{1,40})'", 1)
-    message = tail.str.extract(r"""'message': ['"]([^'"]{0,200})""", 1)
+    typed = rf"{q}finish_reason{q}:\s?\{{{q}type{q}:\s?{q}(\w{{1,40}}){q}"
+    reason = tail.str.extract(typed, 1)
     return [
         *floats,
         *ints,
         reason.alias("finish_reason"),
-        _abort_message(reason, message),
-        tail.str.extract(r"'id': '([^']{1,256})'", 1).alias("_meta_rid"),
+        _abort_message(reason, tail.str.extract(message, 1)),
+        tail.str.extract(rf"{q}id{q}:\s?{q}([^{q}\\]{{1,256}}){q}", 1).alias("_meta_rid"),
     ]
 
 

@@ -23,7 +23,14 @@ from __future__ import annotations
 
 import polars as pl
 
-from toolkit.load.requests.fields import NUMBER, json_meta, server_requests, text_meta
+from toolkit.load.requests.fields import (
+    META_JSON,
+    NUMBER,
+    event_head,
+    json_meta,
+    server_requests,
+    text_meta,
+)
 
 __all__ = ["REQUEST_LINE_PREFIXES", "is_request_line", "line_kind", "log_requests"]
 
@@ -46,7 +53,7 @@ def is_request_line(message: pl.Expr) -> pl.Expr:
 
 def line_kind(message: pl.Expr) -> pl.Expr:
     """``time-stats``, ``finish``, ``log-json``, ``received`` or ``other`` for a request line."""
-    event = message.str.json_path_match("$.event")
+    event = event_head(message)["event"]
     time_stats = message.str.starts_with(TIME_STATS[0]) | message.str.starts_with(TIME_STATS[1])
     return (
         pl.when(time_stats)
@@ -86,16 +93,18 @@ def log_requests(lines: pl.LazyFrame) -> pl.LazyFrame:
     )
     cut = lf.filter((pl.col("_kind") == "finish") & ~msg.str.contains(_META, literal=True))
     cut = cut.select(*base, rid=_obj_rid(msg), form=pl.lit("finish"))
-    stamp = msg.str.json_path_match("$.timestamp")
-    logged = lf.filter(pl.col("_kind") == "log-json").select(
-        *base[:2],
-        pl.coalesce(
-            stamp.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"),
-            pl.col("ts").cast(pl.Datetime("us")),
-        ).alias("line_ts"),
-        msg.str.json_path_match("$.rid").alias("rid"),
-        *json_meta(msg, "$.out.meta_info"),
-        form=pl.lit("log-json"),
+    head = event_head(msg)
+    logged = (
+        lf.filter(pl.col("_kind") == "log-json")
+        .select(
+            *base[:2],
+            pl.coalesce(head["line_ts"], pl.col("ts").cast(pl.Datetime("us"))).alias("line_ts"),
+            head["rid"],
+            *json_meta(msg.str.split(META_JSON).list.last()),
+            form=pl.lit("log-json"),
+        )
+        .with_columns(rid=pl.coalesce("_meta_rid", "rid"))
+        .drop("_meta_rid")
     )
     raw = pl.concat([stats, finish, cut, logged], how="diagonal_relaxed")
     raw = raw.with_columns(pl.col("rid").str.slice(0, 256)).sort("source", "lineno")
