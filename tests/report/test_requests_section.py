@@ -39,7 +39,8 @@ def test_section_shows_the_split_a_table_and_the_timeline(runs: views.RunSet) ->
     queue = next(r["ms"] for r in rows if r["part"] == "queue")
     assert queue == pytest.approx(split["queue_median_ms"][0], abs=1e-3)
     parts = chart_spec(view.charts[1])["data"]["values"]
-    assert {r["part"] for r in parts} == {"queue", "prefill", "decode"}
+    # the export states first tokens; the log's time-stats lines only queue and forward
+    assert {r["part"] for r in parts} == {"queue", "prefill", "decode", "forward"}
     assert all(r["t0"] <= r["t1"] for r in parts)
     assert "ttft_median_ms" in view.html()
 
@@ -51,3 +52,17 @@ def test_section_without_records_says_how_to_get_them(tmp_path: Path) -> None:
     view = views.request_split(views.load_runs([bare], progress=False))
     assert view.record == {"requests": []}
     assert "--export-metrics-to-file" in view.html()
+
+
+def test_time_stats_only_run_is_not_drawn_as_a_ttft(tmp_path: Path) -> None:
+    run = tmp_path / "stats"
+    run.mkdir()
+    lines = (DATA / "server-request-lines.log").read_text().splitlines()
+    keep = [ln for ln in lines if "Time Stats(" in ln or "TimeStats(" in ln or "server_args" in ln]
+    (run / "server.log").write_text("\n".join(keep) + "\n")
+    view = views.request_split(views.load_runs([run], progress=False))
+    (timeline,) = view.charts  # queue and forward only: no TTFT bars
+    assert {r["part"] for r in chart_spec(timeline)["data"]["values"]} == {"queue", "forward"}
+    assert "cannot be split" in view.html()
+    (record,) = view.record["requests"]
+    assert record["phases"]["queue_median_ms"][0] is not None

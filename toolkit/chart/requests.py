@@ -51,7 +51,8 @@ def ttft_split_chart(frame: pl.DataFrame) -> alt.Chart:
 
 def request_timeline_chart(frame: pl.DataFrame) -> alt.Chart:
     """One horizontal line per request: queueing (arrival to queue end), prefill (to the
-    first token) and decode (to the end), against minutes since the first arrival.
+    first token) and decode (to the end), or forward (queue end to the end) where no first
+    token time is known, against minutes since the first arrival.
 
     ``frame`` has ``row`` (request order), ``part``, ``t0`` and ``t1`` (ms since the first
     arrival).

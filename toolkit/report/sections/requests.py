@@ -43,7 +43,12 @@ def request_split(runs: RunSet, max_points: int = MAX_POINTS) -> View:
         if bars.height:
             items.append(titled(ttft_split_chart(bars), label))
         else:
-            items.append(note(f"{label}: the records state no queue or first-token time."))
+            items.append(
+                note(
+                    f"{label}: the records state no arrival and first-token times together, so "
+                    "the time to first token cannot be split; the table gives what they state."
+                )
+            )
         items.append(split)
         if not timeline_drawn:
             lines = _timeline(request_timeline(table, phases, max_points=max_points // 3))
@@ -61,7 +66,9 @@ def _bars(split: pl.DataFrame) -> pl.DataFrame:
         .then(pl.format("{} (c={})", pl.col("phase"), pl.col("concurrency")))
         .otherwise(pl.col("phase").cast(pl.String).fill_null("outside phases"))
     )
-    rows = split.filter(pl.col("queue_median_ms").is_not_null()).with_columns(phase=name)
+    # a bar is the TTFT: drawn only where both of its parts are stated
+    both = pl.col("queue_median_ms").is_not_null() & pl.col("prefill_median_ms").is_not_null()
+    rows = split.filter(both).with_columns(phase=name)
     return (
         rows.select(
             "phase",
@@ -89,8 +96,16 @@ def _timeline(frame: pl.DataFrame) -> pl.DataFrame:
     def ms(col: str) -> pl.Expr:
         return (pl.col(col) - pl.lit(first)).dt.total_microseconds() / 1e3
 
-    parts = [("queue", "start", "queue_end"), ("prefill", "queue_end", "first_token"),
-             ("decode", "first_token", "end")]  # fmt: skip
+    # without a first-token time (ReqTimeStats), the forward part is drawn whole
+    rows = rows.with_columns(
+        _forward_end=pl.when(pl.col("first_token").is_null()).then(pl.col("end"))
+    )
+    parts = [
+        ("queue", "start", "queue_end"),
+        ("prefill", "queue_end", "first_token"),
+        ("decode", "first_token", "end"),
+        ("forward", "queue_end", "_forward_end"),
+    ]
     out = pl.concat(
         rows.select("row", pl.lit(p).alias("part"), ms(a).alias("t0"), ms(b).alias("t1"))
         for p, a, b in parts
