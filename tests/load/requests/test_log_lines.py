@@ -9,6 +9,7 @@ import pytest
 from helpers import TEST_DATA
 
 from toolkit import load_sglang_log
+from toolkit.errors import ParseError
 from toolkit.schema.requests import SERVER_REQUESTS
 
 LOG = TEST_DATA / "requests" / "server-request-lines.log"
@@ -68,3 +69,9 @@ def test_json_event_on_stderr(requests: pl.DataFrame) -> None:
 def test_prefill_disaggregation_line_reads_its_queue(requests: pl.DataFrame) -> None:
     r = requests.filter(pl.col("lineno") == 14).row(0, named=True)
     assert (r["queue_ms"], r["forward_ms"], r["input_len"]) == (5.0, 40.0, 99)
+
+
+def test_strict_names_a_cut_finish_line() -> None:
+    with pytest.raises(ParseError) as e:
+        load_sglang_log(LOG, cache=False, strict=True)
+    assert e.value.lineno == 13 and "Finish line cut" in e.value.reason

@@ -32,7 +32,13 @@ from toolkit.load.requests.fields import (
     text_meta,
 )
 
-__all__ = ["REQUEST_LINE_PREFIXES", "is_request_line", "line_kind", "log_requests"]
+__all__ = [
+    "REQUEST_LINE_PREFIXES",
+    "cut_finish_lines",
+    "is_request_line",
+    "line_kind",
+    "log_requests",
+]
 
 TIME_STATS = ("ReqTimeStats(", "Req Time Stats(")
 FINISH = "Finish: obj="
@@ -109,6 +115,12 @@ def log_requests(lines: pl.LazyFrame) -> pl.LazyFrame:
     raw = pl.concat([stats, finish, cut, logged], how="diagonal_relaxed")
     raw = raw.with_columns(pl.col("rid").str.slice(0, 256)).sort("source", "lineno")
     return server_requests(raw)
+
+
+def cut_finish_lines(lines: pl.LazyFrame) -> pl.LazyFrame:
+    """The ``Finish:`` lines among ``lines`` that hold no ``meta_info`` (cut short)."""
+    msg = pl.col("message")
+    return lines.filter(msg.str.starts_with(FINISH) & ~msg.str.contains(_META, literal=True))
 
 
 def _time_stats(msg: pl.Expr) -> list[pl.Expr]:
