@@ -17,7 +17,7 @@ from toolkit.schema.requests import REQUEST_BREAKDOWN, REQUEST_TIMELINE, SERVER_
 
 DATA = TEST_DATA / "requests"
 EXPORT = DATA / "sglang-request-metrics-20251120_14.log"
-T0 = datetime.fromtimestamp(1763647200.0)
+T0 = datetime(2025, 11, 20, 14)  # the export's server clock (its file name's hour)
 
 
 def _phases() -> pl.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import polars as pl
 import pytest
 from helpers import TEST_DATA
 
+from toolkit import load_sglang_log
 from toolkit.errors import ParseError
 from toolkit.load.requests import REQUESTS_FORMAT, load_server_requests
 from toolkit.load.sniff import sniff
@@ -40,7 +42,7 @@ def test_export_with_metrics_splits_ttft_into_queue_and_prefill() -> None:
     assert got.skipped == {"not a complete JSON object (a cut or edited line)": 1}
     assert got.lines == 6
     first = t.filter(pl.col("lineno") == 1).row(0, named=True)
-    assert first["ts"] == datetime.fromtimestamp(1763647200.123)
+    assert first["ts"] == datetime(2025, 11, 20, 14, 0, 0, 123000)  # named hour 14 = UTC
     assert first["queue_ms"] == pytest.approx(10.0)
     assert first["ttft_ms"] == pytest.approx(91.0, abs=1e-3)
     assert first["prefill_ms"] == pytest.approx(81.0, abs=1e-3)
@@ -65,7 +67,8 @@ def test_newest_export_names_its_stamps_differently() -> None:
     assert t["ttft_ms"].to_list() == pytest.approx([250.0] * 3, abs=1e-3)
     assert t["queue_ms"].to_list() == pytest.approx([48.0] * 3)
     assert t["forward_ms"].to_list() == pytest.approx([1200.0] * 3, abs=1e-3)
-    assert t["end_ts"][0] == datetime.fromtimestamp(1775120401.25)
+    # named hour 10, finished at 09 UTC: the server ran at UTC+1, its clock is used
+    assert t["end_ts"][0] == datetime(2026, 4, 2, 10, 0, 1, 250000)
 
 
 def test_json_request_log_keeps_finished_events_and_counts_arrivals() -> None:
@@ -121,3 +124,22 @@ def test_keys_inside_the_request_text_never_count(tmp_path: Path) -> None:
     assert t["rid"].to_list() == ["r1", "r2"]
     assert t["e2e_ms"].to_list() == [500.0, 1500.0]
     assert t["finish_reason"].to_list() == ["stop", None]
+
+
+def test_epochs_land_on_the_server_clock_whatever_this_machines_zone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from toolkit.load.requests import fields
+
+    class Tokyo:
+        tm_gmtoff = 9 * 3600
+
+    monkeypatch.setattr(fields.time, "localtime", lambda: Tokyo)
+    named = load_server_requests(METRICS_055).table  # the file name's hour: UTC
+    assert named["ts"][0] == datetime(2025, 11, 20, 14, 0, 0, 123000)
+    renamed = tmp_path / "requests.jsonl"
+    shutil.copy(METRICS_055, renamed)  # no name, no line time: this machine's zone
+    assert load_server_requests(renamed).table["ts"][0] == datetime(2025, 11, 20, 23, 0, 0, 123000)
+    log = load_sglang_log(DATA / "server-request-lines.log", cache=False).requests
+    entry = log.filter(pl.col("lineno") == 9)["ts"][0]  # ReqTimeStats entry_time, an epoch
+    assert entry == datetime(2025, 11, 20, 14, 1, 3, 350000)  # the log's lines: UTC

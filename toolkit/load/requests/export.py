@@ -10,15 +10,19 @@ Two writers make them:
   one ``{"timestamp": "<local ISO time>", "event": "request.received" | "request.finished",
   "rid": ..., "obj": {...}, "out": {"meta_info": {...}}}`` per line.
 
-Only ``request.finished`` events and export records become rows; every other line is counted
+The export's records state no local time; the hour in the file's name (the server's local
+hour) gives the server's UTC offset for their epoch stamps. Only ``request.finished`` events
+and export records become rows; every other line is counted
 with its reason. The request text (prompt, output) is never read into a column.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
@@ -33,6 +37,7 @@ __all__ = ["REQUESTS_FORMAT", "RequestFile", "is_request_file", "load_server_req
 
 REQUESTS_FORMAT = "sglang-requests"
 _EXPORT_KEY = '"request_parameters"'
+_NAME = re.compile(r"sglang-request-metrics-(\d{8}_\d{2})\.log(?:\.gz)?")
 _EVENTS = ("request.finished", "request.received")
 _RECEIVED = "request.received event (arrival only)"
 _CUT = "not a complete JSON object (a cut or edited line)"
@@ -85,7 +90,8 @@ def load_server_requests(
         for path in files:
             check_input(path)
             plain, _ = lines_io.plain_copy(path, workdir)
-            table, skips, n = _one(lines_io.scan_lines(plain, workdir), str(path), strict)
+            lines = lines_io.scan_lines(plain, workdir)
+            table, skips, n = _one(lines, str(path), strict, _name_hour(path))
             tables.append(table)
             total += n
             for reason, count in skips.items():
@@ -96,7 +102,37 @@ def load_server_requests(
     return RequestFile(table.sort("ts", "source", "lineno", nulls_last=True), skipped, total)
 
 
-def _one(lines: pl.LazyFrame, source: str, strict: bool) -> tuple[pl.DataFrame, dict, int]:
+def _name_hour(path: Path) -> datetime | None:
+    """The server's local hour the exporter named the file after, if it did."""
+    m = _NAME.fullmatch(path.name)
+    if m is None:
+        return None
+    try:
+        return datetime.strptime(m.group(1), "%Y%m%d_%H")
+    except ValueError:
+        return None
+
+
+def _zone(frame: pl.DataFrame, hour: datetime | None) -> float | None:
+    """The server's UTC offset, s, from the hour in the file's name: the local hour each
+    record was written in, less the UTC hour it finished in (median, whole hours)."""
+    if hour is None or not frame.height:
+        return None
+    end = frame.select(
+        pl.coalesce("end_epoch", pl.col("received_epoch") + pl.col("e2e_s")).alias("e")
+    )["e"]
+    end = end.filter(end.is_between(1e8, 1e10))
+    if not end.len():
+        return None
+    utc_hours = (end // 3600) * 3600
+    local = (hour - datetime(1970, 1, 1)).total_seconds()
+    offset = float(((local - utc_hours) / 3600).median() or 0.0)
+    return round(offset) * 3600.0 if abs(offset) <= 14 else None
+
+
+def _one(
+    lines: pl.LazyFrame, source: str, strict: bool, hour: datetime | None = None
+) -> tuple[pl.DataFrame, dict, int]:
     line = pl.col("line")
     head = event_head(line)
     complete = line.str.strip_chars_end().str.ends_with("}") & line.str.starts_with("{")
@@ -135,6 +171,6 @@ def _one(lines: pl.LazyFrame, source: str, strict: bool) -> tuple[pl.DataFrame, 
         source=pl.lit(source),
         rid=pl.coalesce("_meta_rid", "rid"),
     )
-    table = server_requests(raw.lazy()).collect()
+    table = server_requests(raw.lazy(), _zone(raw, hour)).collect()
     skips = {k: v for k, v in counts.items() if k not in ("export", "log-json")}
     return table, skips, frame.height

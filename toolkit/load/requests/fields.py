@@ -74,6 +74,8 @@ RAW: dict[str, pl.DataType] = {
 
 NUMBER = r"([-+]?(?:\d{1,20}(?:\.\d{0,20})?|\.\d{1,20})(?:[eE][-+]?\d{1,4})?)"
 _EPOCH_RANGE = (1e8, 1e10)  # 1973 – 2286: anything else is no wall-clock stamp
+_ZONE_STEP_S = 900  # UTC offsets are whole quarter hours
+_MAX_ZONE_S = 14 * 3600
 
 
 META_JSON = '"meta_info": {'
@@ -132,16 +134,26 @@ def _abort_message(reason: pl.Expr, message: pl.Expr) -> pl.Expr:
     return pl.when(reason == "abort").then(message.str.slice(0, 200)).alias("error")
 
 
-def server_requests(raw: pl.LazyFrame) -> pl.LazyFrame:
+def server_requests(raw: pl.LazyFrame, utc_offset_s: float | None = None) -> pl.LazyFrame:
     """The declared ``SERVER_REQUESTS`` table from the raw columns.
 
-    Wall-clock epochs become local time of this machine (as the log's own stamps are the
-    server's local time). Arrival falls back to the line's time minus the latency it states;
-    the end to the line's time (a log line is written when the request finishes).
+    Wall-clock epochs become the server's local time, the clock of its log lines. Its UTC
+    offset is measured from the records that state both (a log line's time and the epoch of
+    the same moment), rounded to a quarter hour; without such a record it is
+    ``utc_offset_s``, else this machine's. Arrival falls back to the line's time minus the
+    latency it states; the end to the line's time (a log line is written when the request
+    finishes).
     """
     have = set(raw.collect_schema().names())
     raw = raw.with_columns(pl.lit(None, t).alias(c) for c, t in RAW.items() if c not in have)
     raw = raw.cast(RAW)  # type: ignore[arg-type]
+    zone = _server_offset(utc_offset_s)
+
+    def _local(column: str) -> pl.Expr:
+        x = pl.col(column)
+        us = ((x + zone) * 1e6).round().cast(pl.Int64, strict=False)
+        return pl.when(x.is_between(*_EPOCH_RANGE)).then(pl.from_epoch(us, time_unit="us"))
+
     received, first = _local("received_epoch"), _local("first_epoch")
     scheduler_s = pl.col("queue_s") + pl.col("forward_s")
     ts = pl.coalesce(
@@ -168,13 +180,19 @@ def server_requests(raw: pl.LazyFrame) -> pl.LazyFrame:
     return lf.select(SERVER_REQUESTS.names()).cast(dict(SERVER_REQUESTS))  # type: ignore[arg-type]
 
 
-def _local(column: str) -> pl.Expr:
-    """Epoch seconds as this machine's local time; null outside ``_EPOCH_RANGE``."""
-    x = pl.col(column)
-    offset = time.localtime().tm_gmtoff
-    us = ((x + offset) * 1e6).round().cast(pl.Int64, strict=False)
-    ok = x.is_between(*_EPOCH_RANGE)
-    return pl.when(ok).then(pl.from_epoch(us, time_unit="us"))
+def _server_offset(given: float | None) -> pl.Expr:
+    """The server's UTC offset, s: the median of (line time - epoch of the same moment) over
+    the rows that state both, to a quarter hour; else ``given``; else this machine's."""
+    line = pl.col("line_ts").dt.epoch("us") / 1e6  # local clock read as if it were UTC
+    moment = pl.coalesce(
+        "end_epoch",
+        pl.col("entry_epoch") + pl.col("queue_s") + pl.col("forward_s"),
+        pl.col("received_epoch") + pl.col("e2e_s"),
+    )
+    gap = line - moment
+    measured = (gap.filter(gap.abs() <= _MAX_ZONE_S).median() / _ZONE_STEP_S).round()
+    fallback = time.localtime().tm_gmtoff if given is None else given
+    return (measured * _ZONE_STEP_S).fill_null(fallback)
 
 
 def _seconds(x: pl.Expr) -> pl.Expr:
