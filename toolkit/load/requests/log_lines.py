@@ -12,7 +12,8 @@
   obj=GenerateReqInput(...), out={..., 'meta_info': {...}}`` when done (the ``obj``/``out``
   as Python reprs; ``--log-requests-level`` 0/1 leave out text and ids, 2 cuts strings to
   2048 characters, 3 keeps them whole);
-* ``--log-requests-format json`` to stdout: a bare JSON line per event,
+* ``--log-requests-format json`` (console target ``stdout``, a logger of its own writing to
+  the process's stderr): a bare JSON line per event,
   ``{"timestamp": ..., "event": "request.finished", "rid": ..., "obj": ..., "out": ...}``.
 
 Only the lines that start with these words are read (a literal prefix filter), and only the
