@@ -9,6 +9,8 @@ The facade reads like a table of contents:
 - ``load_metrics``: SGLang's Prometheus ``/metrics`` (capture snapshots, ``query_range``) →
   ``samples``; ``stage_wait_share`` each PP stage's measured busy/idle/wait shares per phase
 - ``load_run``: a run directory (server log, results, traces, ``run.toml``) as one object
+- ``load_server_requests``: the server's per-request records (metrics export, JSON request log);
+  ``request_breakdown``: server-side TTFT split into queueing and prefill, per phase
 - ``capture``: record a run directory from a live SGLang server; ``load_phase_marks`` its phases
 - ``scaling_table``, ``scaling_gap``, ``crossover``, ``knee``: how each layout scales, and the gap
 - ``diagnose``: every hypothesis checked at once, ``Finding`` s ranked with their evidence
@@ -40,6 +42,7 @@ from toolkit.analyze.model import (
 from toolkit.analyze.model.sim import simulate
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.phases import decode_phases
+from toolkit.analyze.requests import request_breakdown, request_timeline
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
 from toolkit.analyze.stage_wait import stage_wait_share
 from toolkit.analyze.stages import stage_busy, stage_cadence, stage_desync, stage_timeline
@@ -59,6 +62,7 @@ from toolkit.load.gpu.trace import (
 )
 from toolkit.load.phase_marks import load_phase_marks
 from toolkit.load.prometheus import Metrics, load_metrics
+from toolkit.load.requests import load_server_requests
 from toolkit.load.run import Run, load_run
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log, open_dataset
@@ -112,6 +116,7 @@ __all__ = [
     "load_metrics",
     "load_phase_marks",
     "load_run",
+    "load_server_requests",
     "load_sglang_log",
     "load_topology",
     "occupancy_summary",
@@ -119,6 +124,8 @@ __all__ = [
     "oscillation",
     "predict",
     "read_run_config",
+    "request_breakdown",
+    "request_timeline",
     "scaling_gap",
     "scaling_table",
     "simulate",

@@ -160,8 +160,8 @@ def test_postmortem_sections_in_order(rendered: dict[str, Report]) -> None:
     headings = re.findall(r"<h2[^>]*>([^<]+)", html)
     wanted = ["Summary", "Runs", "Findings", "The scaling gap", "Expected vs observed",
               "Slot occupancy", "Stage timeline and GPU utilization", "CUDA graph coverage",
-              "KV pressure", "Config diff", "Warnings and errors", "Glossary",
-              "Provenance"]  # fmt: skip
+              "KV pressure", "Requests on the server", "Config diff", "Warnings and errors",
+              "Glossary", "Provenance"]  # fmt: skip
     assert [h for h in headings if h in wanted] == wanted
 
 

@@ -31,6 +31,8 @@ from toolkit.load.gpu.trace import summarize_gpu_file
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
 from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
 from toolkit.load.prometheus import summarize_metrics
+from toolkit.load.requests import REQUESTS_FORMAT, load_server_requests
+from toolkit.load.requests.summary import describe_requests, summarize_requests
 from toolkit.load.run import load_run
 from toolkit.load.run_config import read_run_config
 from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
@@ -47,6 +49,7 @@ examples:
   ppscope parse node0.log.gz --strict      fail at the first batch line that does not type
   ppscope parse gpu.csv --gpu-fields timestamp,index,utilization.gpu
 """
+_REQUEST_SKIPS = {"received": "arrivals", "other": "JSON lines naming no request event"}
 CHANGES_SHOWN = 8
 """Runtime changes listed per launch in the text output."""
 LAUNCHES_SHOWN = 6
@@ -182,7 +185,13 @@ def summarize(
         out = list(log.summary()["files"])
         spans = launch_spans(log.launches, log.batches)
         by_line = {(r["source"], r["lineno"]): r for r in spans.iter_rows(named=True)}
+        counts = log.request_counts()
         for part in out:
+            if counts and len(out) == 1:
+                other = {
+                    _REQUEST_SKIPS.get(k, k): v for k, v in counts.items() if k in _REQUEST_SKIPS
+                }
+                part["requests"] = summarize_requests(log.requests, other)
             for launch in part["launches"]:
                 span = by_line.get((str(part["path"]), launch["lineno"]), {})
                 launch.update({k: span.get(k) for k in ("start", "end", "batch_lines")})
@@ -205,6 +214,10 @@ def summarize(
                 ],
             }
         ]
+    if fmt == REQUESTS_FORMAT:
+        got = load_server_requests(path, strict=strict)
+        summary = summarize_requests(got.table, got.skipped)
+        return [{"path": str(path), "format": fmt, "lines": got.lines, **summary}]
     if fmt == SERVER_INFO_FORMAT:
         info = load_server_info([path])
         answers = info.select("lineno", "ts").unique(maintain_order=True)
@@ -249,6 +262,8 @@ def describe(f: dict[str, Any]) -> str:
         return f"{f['path']}  [{f['format']}]\n  {f['answers']} answers; changed: {changed}"
     if f["format"] in METRICS_FORMATS:
         return _describe_metrics(f)
+    if f["format"] == REQUESTS_FORMAT:
+        return "\n".join([f"{f['path']}  [{f['format']}]", *describe_requests(f)])
     if f["format"] in BENCH_FORMATS:
         layouts = ", ".join(f["layouts"]) or "-"
         return f"{f['path']}  [{f['format']}]\n  {f['runs']} benchmark runs; layouts: {layouts}"
@@ -268,6 +283,8 @@ def describe(f: dict[str, Any]) -> str:
         + (f"; odd lines: {odd}" if odd else "")
     )
     lines += _launches(f["launches"])
+    if "requests" in f:
+        lines += describe_requests(f["requests"])
     for row in f["first_unrecognized"]:
         lines.append(f"  unrecognized line {row['lineno']}: {str(row['line'])[:80]}")
     return "\n".join(lines)

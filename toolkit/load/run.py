@@ -26,6 +26,7 @@ from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
 from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
 from toolkit.load.prometheus import Metrics, load_metrics
+from toolkit.load.requests import REQUESTS_FORMAT, load_server_requests
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
@@ -107,6 +108,19 @@ class Run:
         if not paths:
             return None
         return load_phase_marks(paths, clock_offset_s=self.config.clock_offset_s)
+
+    @cached_property
+    def server_requests(self) -> pl.DataFrame | None:
+        """Finished requests the server recorded (``schema.requests.SERVER_REQUESTS``): its
+        metrics-export or JSON request-log files and the request lines of its log; None
+        without any. All are written by the server, on the log's clock: no
+        ``clock_offset_s``."""
+        paths = self.files.get(REQUESTS_FORMAT, [])
+        frames = [load_server_requests(paths).table] if paths else []
+        if self.log is not None:
+            frames.append(self.log.requests)
+        table = pl.concat(frames) if frames else None
+        return table if table is not None and table.height else None
 
     @cached_property
     def server_info(self) -> pl.DataFrame | None:

@@ -13,6 +13,7 @@ from toolkit.load.gpu import sniff_gpu_format
 from toolkit.load.inputs import check_input
 from toolkit.load.phase_marks import PHASE_FORMAT, is_phase_file
 from toolkit.load.prometheus import sniff_metrics_format
+from toolkit.load.requests.export import REQUESTS_FORMAT, is_request_file
 from toolkit.load.server_info import SERVER_INFO_FORMAT, is_server_info
 from toolkit.load.sglang.dataset import DATASET_FILE, is_dataset
 from toolkit.load.sglang.plan import BRACKET
@@ -32,8 +33,8 @@ _HF_KEYS = ("num_hidden_layers", "hidden_size", "architectures", "model_type")
 
 def sniff(path: Path) -> str | None:
     """The format name of a file (``sglang-log``, a GPU, benchmark or metrics format,
-    ``hf-config``, ``ppscope-phases``, ``server-info``), or None; a dataset directory written
-    by ``ppscope ingest`` is ``sglang-dataset``.
+    ``hf-config``, ``ppscope-phases``, ``server-info``, ``sglang-requests``), or None; a
+    dataset directory written by ``ppscope ingest`` is ``sglang-dataset``.
 
     Raises
     ------
@@ -49,6 +50,8 @@ def sniff(path: Path) -> str | None:
         return PHASE_FORMAT  # before the benchmark formats: its lines are JSON objects too
     if is_server_info(path):
         return SERVER_INFO_FORMAT
+    if is_request_file(path):
+        return REQUESTS_FORMAT  # per-request JSON lines the server wrote
     metrics = sniff_metrics_format(path)
     if metrics is not None:
         return metrics  # /metrics snapshots or a Prometheus API answer: JSON with SGLang names

@@ -20,6 +20,7 @@ import polars as pl
 from toolkit.errors import ParseError, ToolkitError
 from toolkit.load import text as lines_io
 from toolkit.load.inputs import check_input
+from toolkit.load.requests import log_lines as request_lines
 from toolkit.load.sglang.dataset import dataset_stores, is_dataset
 from toolkit.load.sglang.error_records import error_table
 from toolkit.load.sglang.launches import (
@@ -182,6 +183,23 @@ class SGLangLog:
         return lf.select(HTTP.names()).cast(dict(HTTP))
 
     @cached_property
+    def requests(self) -> pl.DataFrame:
+        """Finished requests the log's own lines record (``ReqTimeStats``, ``Finish:``, JSON
+        ``request.finished`` events): ``schema.requests.SERVER_REQUESTS``, on the log's clock."""
+        return request_lines.log_requests(self._request_lines()).collect(engine="streaming")
+
+    def request_counts(self) -> dict[str, int]:
+        """Request lines of each kind (``time-stats``, ``finish``, ``log-json``,
+        ``received``; ``other`` = a JSON line that names no request event)."""
+        kinds = self._request_lines().select(_k=request_lines.line_kind(pl.col("message")))
+        counts = kinds.group_by("_k").len().collect(engine="streaming")
+        return dict(sorted(counts.iter_rows()))
+
+    def _request_lines(self) -> pl.LazyFrame:
+        lines = self._lines(["other"], ["message", "pp"])
+        return lines.filter(request_lines.is_request_line(pl.col("message")))
+
+    @cached_property
     def errors(self) -> pl.DataFrame:
         """Warnings, errors and tracebacks, each multi-line record grouped into one row."""
         return self._error_groups[0]
@@ -251,8 +269,10 @@ class SGLangLog:
         }
 
     def unrecognized(self, n: int = 5) -> pl.DataFrame:
-        """The first ``n`` lines of kind ``other`` (what no loader recognized)."""
-        lf = self._lines(["other"], ["message"])
+        """The first ``n`` lines of kind ``other`` that no loader recognized (request lines
+        are read by ``requests``)."""
+        request = request_lines.is_request_line(pl.col("message"))
+        lf = self._lines(["other"], ["message"]).filter(~request)
         spans = self._error_spans()
         if spans.height:
             lf = lf.join(spans.lazy(), on=["source", "lineno"], how="anti", maintain_order="left")
@@ -453,6 +473,9 @@ def _check_strict(log: SGLangLog) -> None:
         if not launch.complete:
             reason = "server_args dump is cut or garbled: " + "; ".join(launch.problems)
             raise ParseError(launch.source, launch.lineno, reason)
+    cut = request_lines.cut_finish_lines(log._request_lines()).select("source", "lineno", "message")
+    for r in cut.head(1).collect().iter_rows(named=True):
+        raise ParseError(r["source"], r["lineno"], "Finish line cut: no meta_info", r["message"])
     odd = unreadable(log.scan()).select("source", "lineno", "message").head(1).collect()
     if odd.height:
         r = odd.row(0, named=True)

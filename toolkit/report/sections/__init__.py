@@ -23,6 +23,7 @@ from toolkit.report.sections.kv import kv_pressure
 from toolkit.report.sections.model import model, what_if
 from toolkit.report.sections.occupancy import occupancy
 from toolkit.report.sections.parts import MAX_POINTS, gpu_labels, pick_run
+from toolkit.report.sections.requests import request_split
 from toolkit.report.sections.scaling import efficiency, frontier_view, latency, scaling
 from toolkit.report.sections.setup import setup
 from toolkit.report.sections.summary import summary
@@ -54,6 +55,7 @@ __all__ = [
     "occupancy",
     "pick_run",
     "provenance_view",
+    "request_split",
     "resolve_run_dir",
     "scaling",
     "setup",

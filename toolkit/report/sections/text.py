@@ -17,6 +17,7 @@ from toolkit.report.view import (
     para,
 )
 from toolkit.schema.bench import METRIC_GLOSSARY
+from toolkit.schema.requests import SERVER_REQUEST_COLUMNS
 from toolkit.schema.sglang import BATCH_FIELDS
 
 __all__ = ["glossary", "log_excerpts", "provenance_view"]
@@ -41,6 +42,13 @@ def log_excerpts(runs: RunSet, n: int = 12) -> View:
     return View("log", [data], {"log": counts})
 
 
+_REQUEST_SOURCES = {
+    "queue_ms": "server request records: `queue_time` (metrics export, --log-requests with "
+    "--enable-metrics), `queue_duration` (ReqTimeStats lines)",
+    "prefill_ms": "server request records: first-token time less arrival, less queue_ms",
+}
+
+
 def glossary() -> View:
     """What the metrics and log fields in this report mean."""
     rows = [
@@ -52,6 +60,11 @@ def glossary() -> View:
         {"name": f.column, "meaning": f.doc, "where it comes from": f"`{f.key}` in batch lines"}
         for f in BATCH_FIELDS
         if f.column in wanted
+    ]
+    rows += [
+        {"name": c.name, "meaning": c.doc, "where it comes from": _REQUEST_SOURCES[c.name]}
+        for c in SERVER_REQUEST_COLUMNS
+        if c.name in _REQUEST_SOURCES
     ]
     rows.append(
         {
