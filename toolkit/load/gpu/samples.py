@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.load import compression
 from toolkit.load import text as lines_io
 from toolkit.load.gpu.format import Loader, Options, Part, Summarizer
 from toolkit.schema.gpu import METRICS, SAMPLES, SKIPPED, UNAVAILABLE
@@ -196,7 +197,7 @@ def trace_summarizer(load: Loader) -> Summarizer:
     def summarize(path: Path, options: Options) -> dict[str, Any]:
         workdir = lines_io.workdir()
         try:
-            plain, problem = lines_io.plain_copy(path, workdir)
+            plain, problem = compression.plain_copy(path, workdir)
             read = replace(options, source=str(path), workdir=workdir)
             part = trace_part(load, plain, read, problem)
         except BaseException:

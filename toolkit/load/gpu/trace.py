@@ -1,6 +1,6 @@
 """``load_gpu_trace``: every common GPU monitoring format as one tidy, typed time series.
 
-The time series formats (recognized from content, never from the file name; ``.gz`` read
+The time series formats (recognized from content, never from the file name; compressed files read
 transparently) are the ``trace`` kind of ``toolkit.load.gpu.FORMATS``: ``nvidia-smi-csv``,
 ``nvidia-smi-dmon``, ``dcgmi-dmon`` (no timestamps: give ``interval_s``, and ``start``) and
 ``dcgm-exporter``. Companion files have their own loaders (``load_topology``,
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ToolkitError, UnknownFormat
+from toolkit.load import compression
 from toolkit.load import text as lines_io
 from toolkit.load.gpu import FORMATS, sniff_gpu_format
 from toolkit.load.gpu.cached import cached_part
@@ -60,7 +61,7 @@ def load_gpu_trace(
     Parameters
     ----------
     paths
-        One file or several (any time series format, mixed freely); ``.gz`` is fine.
+        One file or several (any time series format, mixed freely); compressed files are fine.
     fields
         The ``--query-gpu`` field list of a ``noheader`` CSV (a list, or ``"a,b,c"`` as in
         ``run.toml``'s ``[gpu_trace] fields``). Ignored when the file has a header.
@@ -111,8 +112,8 @@ def load_gpu_trace(
 
 
 def _read_part(path: Path, load: Loader, options: Options, workdir: Path) -> Part:
-    """One trace file read by its format (a ``.gz`` from a plain copy), untimed."""
-    plain, problem = lines_io.plain_copy(path, workdir)
+    """One trace file read by its format (a compressed one from a plain copy), untimed."""
+    plain, problem = compression.plain_copy(path, workdir)
     part = load(plain, options)
     if problem:
         part.notes = (*part.notes, problem)
