@@ -53,6 +53,7 @@ from toolkit.load.gpu.trace import (
     load_gpu_list,
     load_gpu_trace,
     load_topology,
+    processes_per_gpu,
 )
 from toolkit.load.phase_marks import load_phase_marks
 from toolkit.load.run import Run, load_run
@@ -112,6 +113,7 @@ __all__ = [
     "open_dataset",
     "oscillation",
     "predict",
+    "processes_per_gpu",
     "read_run_config",
     "scaling_gap",
     "scaling_table",

@@ -40,6 +40,7 @@ OTHERS: dict[str, tuple[str, int]] = {
     "list-8gpu.txt": ("nvidia-smi-list", 8),
     "list-mig.txt": ("nvidia-smi-list", 2),
     "apps-8gpu.csv": ("nvidia-smi-apps", 8),
+    "apps-loop-timestamp.csv": ("nvidia-smi-apps", 8),
     "apps-empty.csv": ("nvidia-smi-apps", 0),
     "apps-nounits-bus.csv": ("nvidia-smi-apps", 2),
 }

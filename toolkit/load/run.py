@@ -21,7 +21,15 @@ from toolkit.load.assembly import LAUNCH_SPANS, choose_launch, launch_spans, ove
 from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu import trace_formats
-from toolkit.load.gpu.trace import GpuTrace, Topology, load_gpu_trace, load_topology
+from toolkit.load.gpu.inventory import APPS_FORMAT, LIST_FORMAT
+from toolkit.load.gpu.trace import (
+    GpuTrace,
+    Topology,
+    load_compute_apps,
+    load_gpu_list,
+    load_gpu_trace,
+    load_topology,
+)
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks
 from toolkit.load.run_config import RunConfig, read_run_config
@@ -69,6 +77,24 @@ class Run:
             clock_offset_s=self.config.clock_offset_s,
             cache=self.cache,
         )
+
+    @cached_property
+    def compute_apps(self) -> pl.DataFrame | None:
+        """The processes ``--query-compute-apps`` listed (``toolkit.schema.gpu.APPS``), their
+        GPU index taken from the run's ``nvidia-smi -L`` listing, else from its GPU trace;
+        None without such a file. ``processes_per_gpu`` counts them per GPU and listing."""
+        paths = self.files.get(APPS_FORMAT, [])
+        if not paths:
+            return None
+        lists = self.files.get(LIST_FORMAT, [])
+        if lists:
+            inventory = pl.concat([load_gpu_list(p) for p in lists])
+        elif self.gpu is not None:
+            inventory = self.gpu.samples.select("gpu", "uuid", "pci_bus_id").unique()
+        else:
+            inventory = None
+        apps = [load_compute_apps(p, inventory) for p in paths]
+        return pl.concat(apps, how="diagonal_relaxed")
 
     @cached_property
     def topology(self) -> Topology | None:

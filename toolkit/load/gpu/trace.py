@@ -27,7 +27,7 @@ from toolkit.load import text as lines_io
 from toolkit.load.gpu import FORMATS, sniff_gpu_format
 from toolkit.load.gpu.cached import cached_part
 from toolkit.load.gpu.format import TRACE, Loader, Options, Part
-from toolkit.load.gpu.inventory import load_compute_apps, load_gpu_list
+from toolkit.load.gpu.inventory import load_compute_apps, load_gpu_list, processes_per_gpu
 from toolkit.load.gpu.roles import gpu_roles
 from toolkit.load.gpu.samples import GpuTrace, timed
 from toolkit.load.gpu.topology import Topology, load_topology
@@ -41,6 +41,7 @@ __all__ = [
     "load_gpu_list",
     "load_gpu_trace",
     "load_topology",
+    "processes_per_gpu",
     "sniff_gpu_format",
     "summarize_gpu_file",
 ]
