@@ -32,6 +32,7 @@ SAMPLE_KEY_COLUMNS: tuple[Column, ...] = (
     Column("pci_bus_id", _S, "PCI bus id `00000000:2F:00.0`"),
     Column("mig_profile", _S, "MIG instance profile (`1g.10gb`); null for a whole GPU"),
     Column("mig_instance", pl.Int32(), "MIG GPU instance id; null for a whole GPU"),
+    Column("entity", _S, "dcgmi entity of a row that is no whole GPU (`GPU-I 1`, `GPU-CI 0`)"),
 )
 
 METRIC_COLUMNS: tuple[Column, ...] = (
