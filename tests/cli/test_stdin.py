@@ -150,3 +150,18 @@ def test_spool_copies_in_bounded_blocks(tmp_path: Path) -> None:
     out = spool(source, tmp_path)
     assert out.name == STDIN and out.read_bytes() == data
     assert sizes and all(0 < n <= 1 << 20 for n in sizes)
+
+
+def test_scaling_reads_results_from_stdin(spools: Path, capsys, monkeypatch) -> None:
+    _pipe(monkeypatch, (PACKED / "v0.5.5.jsonl.xz").read_bytes())
+    code, document = _json(capsys, ["scaling", "-", "--json"])
+    assert code == 0 and list(document["layouts"]) == ["PP8"]
+    assert document["layouts"]["PP8"][0] == {"concurrency": 1, "output_tok_s": 34.3,
+                                             "efficiency": 1.0}  # fmt: skip
+
+
+def test_ingest_refuses_stdin(spools: Path, capsys, monkeypatch, tmp_path: Path) -> None:
+    _pipe(monkeypatch, LOG.read_bytes())
+    assert main(["ingest", "-", "-o", str(tmp_path / "ds")]) == 2
+    assert "'-' is not an input of ingest" in capsys.readouterr().err
+    assert not (tmp_path / "ds").exists()

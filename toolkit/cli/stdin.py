@@ -83,16 +83,19 @@ def stdin_inputs(args: argparse.Namespace) -> Iterator[argparse.Namespace]:
     Raises
     ------
     ToolkitError
-        ``-`` given twice, or standard input is a terminal.
+        ``-`` given twice or to a command that reads no input file (``ingest`` records its
+        logs' paths), or standard input is a terminal.
     UnknownFormat
         Standard input is empty.
     """
     kind = getattr(args, "stdin_as", None)
     names = [n for n in ("paths", "a", "b") if hasattr(args, n)]
     given = [(n, i) for n in names for i, p in enumerate(_as_list(getattr(args, n))) if _dash(p)]
-    if kind is None or not given:
+    if not given:
         yield args
         return
+    if kind is None:
+        raise ToolkitError(f"{STDIN}: '-' is not an input of {args.command}; name the file")
     if len(given) > 1:
         raise ToolkitError(f"{STDIN}: '-' given {len(given)} times; standard input is read once")
     if sys.stdin is None or sys.stdin.isatty():
