@@ -118,8 +118,11 @@ def test_a_cut_gpu_trace_keeps_its_whole_rows_with_a_note(codec: str, tmp_path: 
 def test_a_bzip2_trace_cut_inside_its_only_block_holds_nothing(tmp_path: Path) -> None:
     path = tmp_path / "trace"
     path.write_bytes(bz2.compress(TRACE.read_bytes())[:-12])  # bzip2 decodes whole blocks
-    with pytest.raises(UnknownFormat, match="not a gpu trace"):
+    with pytest.raises(UnknownFormat) as caught:
         load_gpu_trace(path, cache=False)
+    assert str(caught.value) == (
+        f"{path}: bzip2 stream ends early: the file was cut before any of its data could be read"
+    )
 
 
 @pytest.mark.parametrize("codec", sorted(PACK))
@@ -221,3 +224,10 @@ def test_any_prefix_loads_with_a_note_or_raises_the_declared_error(
         assert log.coverage()["lines"] == len(blob[:cut].split(b"\n")) - (
             blob[:cut].endswith(b"\n") or not cut
         )
+
+
+def test_bench_results_cut_inside_the_first_block_say_so(tmp_path: Path) -> None:
+    path = tmp_path / "results"
+    path.write_bytes(PACK["zstd"](BENCH.read_bytes())[:-30])  # one block: nothing decodes
+    with pytest.raises(UnknownFormat, match="zstd stream ends early: the file was cut before"):
+        load_bench(path, cache=False)

@@ -21,7 +21,7 @@ from typing import Any
 
 import zstandard
 
-from toolkit.errors import UnsupportedCompression
+from toolkit.errors import UnknownFormat, UnsupportedCompression
 
 __all__ = ["CODECS", "Codec", "Stream", "codec_of", "head_bytes", "plain_copy"]
 
@@ -259,9 +259,16 @@ def head_bytes(path: str | Path, max_bytes: int) -> bytes:
     ------
     UnsupportedCompression
         A compression or archive ppscope does not read.
+    UnknownFormat
+        A compressed stream cut or damaged before any of its data (zstd and bzip2 decode whole
+        blocks: a stream cut inside its first block holds nothing).
     """
     with Stream(path) as stream:
-        return stream.read(max_bytes)
+        data = stream.read(max_bytes)
+        if not data and stream.problem:
+            reason = stream.problem.split(";")[0]
+            raise UnknownFormat(path, f"{reason} before any of its data could be read")
+        return data
 
 
 def plain_copy(path: Path, workdir: Path) -> tuple[Path, str | None]:
