@@ -47,6 +47,12 @@ def test_smi_on_mig_gpus_reports_no_utilization() -> None:
     assert (summary["gpus"], summary["samples"], summary["unavailable"]) == (2, 4, 8)
     assert trace.samples.get_column("util_pct").null_count() == 4
     assert trace.samples.get_column("mig_mode_current").unique().to_list() == ["Enabled"]
+    assert summary["notes"] == [
+        "MIG is enabled (GPU 0, 1): nvidia-smi reports no utilization under MIG; DCGM's "
+        "GR_ENGINE_ACTIVE (dcgmi dmon -e 1001, dcgm-exporter) measures a MIG GPU's load"
+    ]
+    flags = load_gpu_trace(DATA / "smi-flags.csv", cache=False).summary()[0]
+    assert not any("MIG" in n for n in flags["notes"])
 
 
 def test_listing_counts_gpus_not_devices() -> None:
