@@ -9,6 +9,7 @@ import gzip
 import lzma
 import resource
 import shutil
+import tarfile
 from pathlib import Path
 
 import polars as pl
@@ -179,6 +180,16 @@ def test_text_that_starts_like_a_magic_is_text(tmp_path: Path) -> None:
     path.write_text("BZh9 is how bzip2 files start\nx^2 is not zlib\n")
     assert compression.codec_of(path) is None
     assert head_lines(path) == ["BZh9 is how bzip2 files start", "x^2 is not zlib"]
+    path.write_text("x" * 257 + "ustar is a word here\n")  # where a tar header says ustar
+    assert compression.codec_of(path) is None
+
+
+def test_a_posix_tar_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "logs"
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        tar.add(LOG, arcname="server.log")
+    with pytest.raises(UnsupportedCompression, match="a tar archive is not supported"):
+        sniff(path)
 
 
 def test_a_zstd_bomb_is_read_in_bounded_memory(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import zstandard
 
 from toolkit.errors import UnknownFormat, UnsupportedCompression
 
-__all__ = ["CODECS", "Codec", "Stream", "codec_of", "head_bytes", "plain_copy"]
+__all__ = ["CODECS", "Codec", "Stream", "codec_of", "head_bytes", "identify", "plain_copy"]
 
 PROBE_BYTES = 512
 """Bytes of a file (decompressed, for a compressed one) its kind is judged from."""
@@ -80,7 +80,9 @@ _UNSUPPORTED: tuple[tuple[bytes, int, str, str], ...] = (
     (b"\x1f\xa0", 0, "LZH compress data", "decompress it first"),
     (b"\x89LZO\x00\r\n\x1a\n", 0, "lzop data", "decompress it first (lzop -d)"),
     (b"\x5d\x00\x00", 0, "legacy lzma data", "decompress it first (xz -d)"),
-    (b"ustar", 257, "a tar archive", "extract it first (tar xf) and name the files"),
+    # POSIX and GNU tar headers; the NUL keeps a text with "ustar" at byte 257 a text
+    (b"ustar\x00", 257, "a tar archive", "extract it first (tar xf) and name the files"),
+    (b"ustar  \x00", 257, "a tar archive", "extract it first (tar xf) and name the files"),
 )
 
 
@@ -97,8 +99,8 @@ def identify(path: str | Path, head: bytes, inside: Codec | None = None) -> Code
     for codec in CODECS:
         if codec.matches(head) and (codec.name != "bzip2" or _bzip2_head(head)):
             if inside:
-                raise UnsupportedCompression(path, f"{codec.name} data{where}",
-                                             "decompress the outer layer first")  # fmt: skip
+                hint = "decompress the outer layer first"
+                raise UnsupportedCompression(path, f"{codec.name} data{where}", hint)
             return codec
     for magic, offset, kind, hint in _UNSUPPORTED:
         if head[offset : offset + len(magic)] == magic:
