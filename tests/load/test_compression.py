@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import json
 import lzma
 import resource
 import shutil
@@ -24,6 +25,8 @@ from toolkit.load import compression
 from toolkit.load.bench.results import load_bench
 from toolkit.load.gpu.trace import load_gpu_trace
 from toolkit.load.inputs import head_lines
+from toolkit.load.phase_marks import load_phase_marks
+from toolkit.load.run import load_run
 from toolkit.load.sglang.log import load_sglang_log
 from toolkit.load.sniff import sniff
 
@@ -242,3 +245,20 @@ def test_bench_results_cut_inside_the_first_block_say_so(tmp_path: Path) -> None
     path.write_bytes(PACK["zstd"](BENCH.read_bytes())[:-30])  # one block: nothing decodes
     with pytest.raises(UnknownFormat, match="zstd stream ends early: the file was cut before"):
         load_bench(path, cache=False)
+
+
+@pytest.mark.parametrize("codec", sorted(PACK))
+def test_phase_files_and_model_configs_are_read_compressed(codec: str, tmp_path: Path) -> None:
+    phases = tmp_path / "run" / "phases.jsonl"
+    phases.parent.mkdir()
+    record = {"phase": 0, "concurrency": 4, "num_prompts": 16, "exit_code": 0, "results": 1}
+    record |= {"start": "2026-05-01T10:08:10", "end": "2026-05-01T10:09:10", "command": "x"}
+    phases.write_bytes(PACK[codec](json.dumps(record).encode() + b"\n"))
+    marks = load_phase_marks([phases])
+    assert marks["concurrency"].to_list() == [4]
+    config = {"model_type": "llama", "num_hidden_layers": 80, "hidden_size": 8192}
+    (tmp_path / "run" / "config.json").write_bytes(PACK[codec](json.dumps(config).encode()))
+    shutil.copy(LOG, tmp_path / "run" / "server.log")
+    run = load_run(tmp_path / "run", cache=False)
+    assert run.files["ppscope-phases"] == [phases]
+    assert run.model_config == config

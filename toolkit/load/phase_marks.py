@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ParseError
+from toolkit.load import compression
 from toolkit.load.inputs import check_input, head_lines, split_lines
 from toolkit.schema.bench import PHASE_MARKS
 
@@ -55,9 +56,10 @@ def load_phase_marks(
     rows: list[dict[str, Any]] = []
     for path in paths:
         path = check_input(path)
-        if path.stat().st_size > MAX_BYTES:
+        data = compression.head_bytes(path, MAX_BYTES + 1)  # compressed or not
+        if len(data) > MAX_BYTES:
             raise ParseError(path, None, "too large for a phase file")
-        text = path.read_bytes().decode("utf-8", "replace")
+        text = data.decode("utf-8", "replace")
         for lineno, line in enumerate(split_lines(text), 1):
             if not line.strip():
                 continue

@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ToolkitError
+from toolkit.load import compression
 from toolkit.load.assembly import LAUNCH_SPANS, choose_launch, launch_spans, overlap_s
 from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.results import BenchResults, load_bench
@@ -38,6 +39,7 @@ from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_comman
 from toolkit.load.sniff import HF_CONFIG, expand, sniff
 from toolkit.schema.sglang import BATCHES
 
+_CONFIG_BYTES = 64 << 20  # a model's config.json is a few kB
 _LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
 
@@ -239,8 +241,8 @@ class Run:
         """The served model's Hugging Face ``config.json``, when the run directory holds one."""
         for path in self.files.get(HF_CONFIG, []):
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError):
+                data = json.loads(compression.head_bytes(path, _CONFIG_BYTES))
+            except (OSError, ValueError, RecursionError, ToolkitError):
                 continue
             if isinstance(data, dict):
                 text = data.get("text_config")  # multimodal configs nest the language model
