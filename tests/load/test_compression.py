@@ -125,7 +125,7 @@ def test_a_bzip2_trace_cut_inside_its_only_block_holds_nothing(tmp_path: Path) -
     with pytest.raises(UnknownFormat) as caught:
         load_gpu_trace(path, cache=False)
     assert str(caught.value) == (
-        f"{path}: bzip2 stream ends early: the file was cut before any of its data could be read"
+        f"{path}: nothing could be read: bzip2 stream ends early: the file was cut"
     )
 
 
@@ -243,7 +243,7 @@ def test_any_prefix_loads_with_a_note_or_raises_the_declared_error(
 def test_bench_results_cut_inside_the_first_block_say_so(tmp_path: Path) -> None:
     path = tmp_path / "results"
     path.write_bytes(PACK["zstd"](BENCH.read_bytes())[:-30])  # one block: nothing decodes
-    with pytest.raises(UnknownFormat, match="zstd stream ends early: the file was cut before"):
+    with pytest.raises(UnknownFormat, match="nothing could be read: zstd stream ends early"):
         load_bench(path, cache=False)
 
 
@@ -262,3 +262,15 @@ def test_phase_files_and_model_configs_are_read_compressed(codec: str, tmp_path:
     run = load_run(tmp_path / "run", cache=False)
     assert run.files["ppscope-phases"] == [phases]
     assert run.model_config == config
+
+
+def test_a_zstd_frame_with_a_huge_window_says_how_to_read_it(tmp_path: Path) -> None:
+    path = tmp_path / "long.zst"
+    # a frame header asking for a 2 GiB window (zstd --long=31), then an empty last raw block
+    path.write_bytes(b"\x28\xb5\x2f\xfd\x00" + bytes([21 << 3]) + b"\x01\x00\x00")
+    with pytest.raises(UnknownFormat) as caught:
+        sniff(path)
+    assert str(caught.value) == (
+        f"{path}: nothing could be read: zstd data needs a window over 128 MiB (made with zstd "
+        "--long: decompress it with zstd -d --long=31 first)"
+    )

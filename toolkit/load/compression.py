@@ -226,6 +226,11 @@ class Stream:
             self._ended = True
             if self._members and not self._fed:
                 self.problem = f"bytes after the end of the {name} data are not {name}; ignored"
+            elif "too much memory" in str(e):  # zstd --long with a window over 128 MiB
+                self.problem = (
+                    f"{name} data needs a window over 128 MiB (made with zstd --long: decompress "
+                    "it with zstd -d --long=31 first); read what came before"
+                )
             else:
                 self.problem = f"{name} data is corrupt ({e}); read what came before"
             return b""
@@ -269,7 +274,7 @@ def head_bytes(path: str | Path, max_bytes: int) -> bytes:
         data = stream.read(max_bytes)
         if not data and stream.problem:
             reason = stream.problem.split(";")[0]
-            raise UnknownFormat(path, f"{reason} before any of its data could be read")
+            raise UnknownFormat(path, f"nothing could be read: {reason}")
         return data
 
 
