@@ -165,3 +165,14 @@ def test_ingest_refuses_stdin(spools: Path, capsys, monkeypatch, tmp_path: Path)
     assert main(["ingest", "-", "-o", str(tmp_path / "ds")]) == 2
     assert "'-' is not an input of ingest" in capsys.readouterr().err
     assert not (tmp_path / "ds").exists()
+
+
+def test_stdin_is_not_cached(spools: Path, capsys, monkeypatch, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PPSCOPE_CACHE_DIR", str(cache))
+    _pipe(monkeypatch, LOG.read_bytes())
+    assert main(["parse", "-", "-q"]) == 0  # no --no-cache: the spooled copy is gone after
+    assert not cache.exists() or not any(p.name.startswith(STDIN) for p in cache.iterdir())
+    shutil.copyfile(LOG, tmp_path / "server.log")
+    assert main(["parse", str(tmp_path / "server.log"), "-q"]) == 0
+    assert any(p.name.startswith("server.log.") for p in cache.iterdir())  # files are

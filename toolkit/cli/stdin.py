@@ -113,7 +113,10 @@ def stdin_inputs(args: argparse.Namespace) -> Iterator[argparse.Namespace]:
         if isinstance(value, list):
             target = [*value[:index], target, *value[index + 1 :]]
         sys.stdout, sys.stderr = _Renaming(streams[0]), _Renaming(streams[1])
-        yield argparse.Namespace(**{**vars(args), name: target})
+        given_args = {**vars(args), name: target}
+        if "no_cache" in given_args:  # a cache entry of a file removed afterwards serves no one
+            given_args["no_cache"] = True
+        yield argparse.Namespace(**given_args)
     finally:
         sys.stdout, sys.stderr = streams
         _spools.clear()
