@@ -172,6 +172,8 @@ def test_stdin_is_not_cached(spools: Path, capsys, monkeypatch, tmp_path: Path) 
     monkeypatch.setenv("PPSCOPE_CACHE_DIR", str(cache))
     _pipe(monkeypatch, LOG.read_bytes())
     assert main(["parse", "-", "-q"]) == 0  # no --no-cache: the spooled copy is gone after
+    _pipe(monkeypatch, LOG.read_bytes())
+    assert main(["diagnose", "-", "-q"]) == 0
     assert not cache.exists() or not any(p.name.startswith(STDIN) for p in cache.iterdir())
     shutil.copyfile(LOG, tmp_path / "server.log")
     assert main(["parse", str(tmp_path / "server.log"), "-q"]) == 0

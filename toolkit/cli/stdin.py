@@ -21,7 +21,7 @@ from typing import BinaryIO, TextIO
 
 from toolkit.errors import ToolkitError, UnknownFormat
 
-__all__ = ["STDIN", "rename", "spool", "stdin_inputs"]
+__all__ = ["STDIN", "rename", "spool", "spooled", "stdin_inputs"]
 
 STDIN = "<stdin>"
 """How standard input is named in every message, error and output."""
@@ -46,6 +46,11 @@ def spool(source: BinaryIO, folder: Path) -> Path:
     if not copied:
         raise UnknownFormat(STDIN, "standard input is empty: pipe a file in ('- < FILE')")
     return out
+
+
+def spooled(path: Path) -> bool:
+    """Whether ``path`` is the spooled copy of standard input (or its run folder)."""
+    return any(str(path) == spool_path for spool_path, _ in _spools)
 
 
 def rename(text: str) -> str:
