@@ -103,14 +103,15 @@ def stdin_inputs(args: argparse.Namespace) -> Iterator[argparse.Namespace]:
         raise ToolkitError(f"{STDIN}: '-' is not an input of {args.command}; name the file")
     if len(given) > 1:
         raise ToolkitError(f"{STDIN}: '-' given {len(given)} times; standard input is read once")
-    if sys.stdin is None or sys.stdin.isatty():
-        raise ToolkitError(f"{STDIN}: standard input is a terminal; pipe a file in ('- < FILE')")
+    source = getattr(sys.stdin, "buffer", None)  # None: closed, or replaced by a text stream
+    if source is None or sys.stdin.isatty():
+        raise ToolkitError(f"{STDIN}: standard input is a terminal or closed; pipe a file in")
     parent = Path(tempfile.mkdtemp(prefix="ppscope-stdin-"))
     streams = sys.stdout, sys.stderr
     try:
         folder = parent / STDIN if kind == "run" else parent
         folder.mkdir(exist_ok=True)
-        file = spool(sys.stdin.buffer, folder)
+        file = spool(source, folder)
         target: Path | list[Path] = folder if kind == "run" else file
         _spools[:0] = [(str(file), STDIN), (str(folder), STDIN)]
         name, index = given[0]
