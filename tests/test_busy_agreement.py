@@ -124,7 +124,10 @@ def test_timeline_report_and_diagnosis_agree_on_sm_active(run_dir: Path, tmp_pat
     assert "sm_active" in stages.columns and "util_pct" not in stages.columns
     report = stages["sm_active"].to_list()
 
-    assert diagnosis == pytest.approx(expected)
+    # The diagnosis weights each sample by the part of the period before its stamp that falls
+    # inside a decoding window, so the windows' edges move it by a fraction of a point; the
+    # metric is the same (util_pct would read above 95 for both stages).
+    assert diagnosis == pytest.approx(expected, abs=0.5)
     assert timeline == pytest.approx(expected)
     assert report == pytest.approx(expected)
     legend = json.dumps(view.chart.to_dict())

@@ -59,6 +59,7 @@ from toolkit.load.gpu.trace import (
     load_gpu_list,
     load_gpu_trace,
     load_topology,
+    processes_per_gpu,
 )
 from toolkit.load.phase_marks import load_phase_marks
 from toolkit.load.prometheus import Metrics, load_metrics
@@ -123,6 +124,7 @@ __all__ = [
     "open_dataset",
     "oscillation",
     "predict",
+    "processes_per_gpu",
     "read_run_config",
     "request_breakdown",
     "request_timeline",

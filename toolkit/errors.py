@@ -18,6 +18,15 @@ class UnknownFormat(ToolkitError):
         super().__init__(f"{self.path}: {reason}")
 
 
+class UnsupportedCompression(UnknownFormat):
+    """A compressed file or archive of a kind ppscope does not open (lz4, 7z, zip, a tar)."""
+
+    def __init__(self, path: str | Path, kind: str, hint: str = "") -> None:
+        self.kind = kind
+        reason = f"{kind} is not supported (ppscope reads plain text, gzip, zstd, xz and bzip2)"
+        super().__init__(path, reason + (f"; {hint}" if hint else ""))
+
+
 class ParseError(ToolkitError):
     """A line that could not be read, with its location: ``path:line: reason`` then the line."""
 

@@ -44,6 +44,7 @@ from toolkit.analyze.stages import (
     stage_timeline,
 )
 from toolkit.errors import ToolkitError
+from toolkit.load.gpu.samples import gpu_count
 from toolkit.load.run import Run, load_run
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 
@@ -390,8 +391,7 @@ class RunAnalysis:
             if names.len():
                 gpu, gpu_from = str(names.mode().sort()[0]), "GPU trace"
         if samples is not None:
-            keys = [c for c in ("host", "gpu") if c in samples.columns]
-            count = int(samples.select(pl.struct(keys).n_unique()).item())
+            count = gpu_count(samples)  # physical GPUs: a MIG instance is part of its GPU
         if gpu is None and self.run.config.hardware:
             gpu, gpu_from = self.run.config.hardware, "run.toml hardware"
         if count is None and self.run.layout.known:

@@ -16,6 +16,7 @@ EXPECTED: dict[str, tuple[str, int, int]] = {
     "smi-old-driver-crlf.csv": ("nvidia-smi-csv", 2, 2),
     "smi-mixed-models.csv": ("nvidia-smi-csv", 2, 2),
     "smi-flags.csv": ("nvidia-smi-csv", 2, 2),
+    "smi-mig.csv": ("nvidia-smi-csv", 2, 4),
     "dmon-mutc-td.txt": ("nvidia-smi-dmon", 1, 6),
     "dmon-legacy-pucvmet.txt": ("nvidia-smi-dmon", 4, 8),
     "dmon-u.txt": ("nvidia-smi-dmon", 2, 4),
@@ -25,10 +26,11 @@ EXPECTED: dict[str, tuple[str, int, int]] = {
     "dcgmi-nvlink-wide.txt": ("dcgmi-dmon", 2, 2),
     "dcgmi-device.txt": ("dcgmi-dmon", 2, 4),
     "dcgmi-dcgm17.txt": ("dcgmi-dmon", 2, 4),
+    "dcgmi-mig.txt": ("dcgmi-dmon", 1, 8),
     "exporter-v1-labels.prom": ("dcgm-exporter", 2, 2),
     "exporter-2x-two-scrapes.prom": ("dcgm-exporter", 2, 4),
     "exporter-3x-prof-timed.prom": ("dcgm-exporter", 2, 4),
-    "exporter-mig.prom": ("dcgm-exporter", 4, 4),
+    "exporter-mig.prom": ("dcgm-exporter", 2, 4),  # 3 MIG instances of GPU 2, and GPU 1
     "exporter-old-lowercase.prom": ("dcgm-exporter", 2, 2),
 }
 OTHERS: dict[str, tuple[str, int]] = {
@@ -40,6 +42,7 @@ OTHERS: dict[str, tuple[str, int]] = {
     "list-8gpu.txt": ("nvidia-smi-list", 8),
     "list-mig.txt": ("nvidia-smi-list", 2),
     "apps-8gpu.csv": ("nvidia-smi-apps", 8),
+    "apps-loop-timestamp.csv": ("nvidia-smi-apps", 8),
     "apps-empty.csv": ("nvidia-smi-apps", 0),
     "apps-nounits-bus.csv": ("nvidia-smi-apps", 2),
 }

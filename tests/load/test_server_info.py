@@ -79,3 +79,13 @@ def test_a_bad_line_names_file_and_line(tmp_path: Path) -> None:
         f.write('{"ts": "2026-05-25T21:42:00", "endpoint": "/server_info", "info": [1]}\n')
     with pytest.raises(ParseError, match=r"server_info\.jsonl.*3"):
         load_server_info([path])
+
+
+def test_a_compressed_answer_file_reads_the_same(tmp_path: Path) -> None:
+    import zstandard
+
+    path = _calls(tmp_path)
+    packed = tmp_path / "server_info.jsonl.zst"
+    packed.write_bytes(zstandard.ZstdCompressor().compress(path.read_bytes()))
+    assert sniff(packed) == SERVER_INFO_FORMAT
+    assert load_server_info([packed]).drop("source").equals(load_server_info([path]).drop("source"))

@@ -41,6 +41,7 @@ OTHER_SHOWN = 20
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", type=Path, metavar="RUN_A", help="run directory A")
     parser.add_argument("b", type=Path, metavar="RUN_B", help="run directory B")
+    parser.set_defaults(stdin_as="run")  # '-': one log from standard input
     add_json(parser)
     add_output(parser)
     add_quiet(parser)

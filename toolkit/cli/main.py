@@ -20,6 +20,7 @@ from toolkit.cli import (
     timeline,
 )
 from toolkit.cli.output import fail
+from toolkit.cli.stdin import stdin_inputs
 from toolkit.errors import ToolkitError
 
 COMMANDS: tuple[ModuleType, ...] = (
@@ -78,6 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 done, 1 partly failed, 2 bad input;
     3 ``diagnose --fail-on`` found a finding that severe; 130 ``capture`` stopped early)."""
     args = build_parser().parse_args(argv)
+    try:
+        with stdin_inputs(args) as given:  # ``-``: standard input, shown as <stdin>
+            return _run(given)
+    except ToolkitError as e:  # standard input could not be read
+        return fail(e)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.run(args))
     except ToolkitError as e:

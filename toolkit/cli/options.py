@@ -45,5 +45,7 @@ def add_run_dirs(parser: argparse.ArgumentParser, *, minimum: int = 1) -> None:
         nargs="+" if minimum else "*",
         type=Path,
         metavar="RUN_DIR",
-        help="run directories: a server log with what was measured against it",
+        help="run directories: a server log with what was measured against it "
+        "('-': one file from standard input)",
     )
+    parser.set_defaults(stdin_as="run")

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 import polars as pl
 
+from toolkit.cli.stdin import rename
 from toolkit.schema.jsonable import to_json
 
 __all__ = [
@@ -57,7 +58,7 @@ def emit(text: str, output: Path | None) -> None:
         print(text)
         return
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text + "\n", encoding="utf-8")
+    output.write_text(rename(text) + "\n", encoding="utf-8")
     print(f"wrote {output}", file=sys.stderr)
 
 

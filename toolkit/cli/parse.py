@@ -47,6 +47,7 @@ examples:
   ppscope parse server.log                 what the log holds: kinds, tables, launches
   ppscope parse runs/pp8 --json            every file of a run directory, as JSON
   ppscope parse node0.log.gz --strict      fail at the first batch line that does not type
+  ppscope parse - < server.log.zst         standard input (named <stdin>), any compression
   ppscope parse gpu.csv --gpu-fields timestamp,index,utilization.gpu
 """
 _REQUEST_SKIPS = {"received": "arrivals", "other": "JSON lines naming no request event"}
@@ -69,7 +70,11 @@ SETTINGS = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders")
+    parser.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH",
+        help="files or folders ('-': standard input)",
+    )  # fmt: skip
+    parser.set_defaults(stdin_as="file")
     add_json(parser)
     add_output(parser)
     parser.add_argument("--strict", action="store_true", help="fail on the first untypable line")

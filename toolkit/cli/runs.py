@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toolkit.cli.output import Progress
+from toolkit.cli.stdin import spooled
 from toolkit.load.run import load_run
 from toolkit.run_analysis import RunAnalysis
 
@@ -14,7 +15,7 @@ __all__ = ["load_analyses"]
 
 def load_analyses(paths: Sequence[Path], *, quiet: bool = False) -> list[RunAnalysis]:
     """One ``RunAnalysis`` per run directory, its log, results and GPU trace parsed now."""
-    runs = [load_run(p) for p in paths]
+    runs = [load_run(p, cache=not spooled(p)) for p in paths]  # stdin's copy is removed after
     out = []
     with Progress(len(runs), quiet=quiet) as progress:
         for path, run in zip(paths, runs, strict=True):

@@ -43,8 +43,10 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "paths", nargs="+", type=Path, metavar="PATH", help="result files or run directories"
-    )
+        "paths", nargs="+", type=Path, metavar="PATH",
+        help="result files or run directories ('-': a result file from standard input)",
+    )  # fmt: skip
+    parser.set_defaults(stdin_as="file")
     add_json(parser)
     add_output(parser)
     parser.add_argument(

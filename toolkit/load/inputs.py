@@ -13,10 +13,10 @@ taken off. ``str.splitlines`` also splits at ``\\r``, ``\\v``, ``\\f``, ``\\x1c`
 from __future__ import annotations
 
 import stat
-import zlib
 from pathlib import Path
 
 from toolkit.errors import ToolkitError, UnknownFormat
+from toolkit.load import compression
 
 __all__ = ["check_input", "head_lines", "split_lines"]
 
@@ -90,15 +90,14 @@ def split_lines(text: str) -> list[str]:
 
 
 def head_lines(path: str | Path, n: int = 400, max_bytes: int = 1 << 20) -> list[str]:
-    """The first ``n`` physical lines of a file (gzip or not), decoded leniently.
+    """The first ``n`` physical lines of a file (decompressed), decoded leniently.
 
     A line cut by ``max_bytes`` is kept as far as it was read.
+
+    Raises
+    ------
+    UnsupportedCompression
+        A compression or archive ppscope does not read.
     """
-    with Path(path).open("rb") as f:
-        data = f.read(max_bytes)
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = zlib.decompressobj(wbits=31).decompress(data, max_bytes)
-        except zlib.error:
-            return []
+    data = compression.head_bytes(path, max_bytes)
     return split_lines(data.decode("utf-8", "replace"))[:n]

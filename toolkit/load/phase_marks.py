@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ParseError
+from toolkit.load import compression
 from toolkit.load.inputs import check_input, head_lines, split_lines
 from toolkit.schema.bench import PHASE_MARKS
 
@@ -77,9 +78,10 @@ def _records(
     """Every non-blank line of the files: (path, line number, text, record or None, reason)."""
     for path in paths:
         path = check_input(path)
-        if path.stat().st_size > MAX_BYTES:
+        data = compression.head_bytes(path, MAX_BYTES + 1)  # compressed or not
+        if len(data) > MAX_BYTES:
             raise ParseError(path, None, "too large for a phase file")
-        text = path.read_bytes().decode("utf-8", "replace")
+        text = data.decode("utf-8", "replace")
         for lineno, line in enumerate(split_lines(text), 1):
             if line.strip():
                 row, reason = _row(line)

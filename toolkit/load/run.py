@@ -17,11 +17,20 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ToolkitError
+from toolkit.load import compression
 from toolkit.load.assembly import LAUNCH_SPANS, choose_launch, launch_spans, overlap_s
 from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu import trace_formats
-from toolkit.load.gpu.trace import GpuTrace, Topology, load_gpu_trace, load_topology
+from toolkit.load.gpu.inventory import APPS_FORMAT, LIST_FORMAT
+from toolkit.load.gpu.trace import (
+    GpuTrace,
+    Topology,
+    load_compute_apps,
+    load_gpu_list,
+    load_gpu_trace,
+    load_topology,
+)
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
 from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
@@ -34,6 +43,7 @@ from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_comman
 from toolkit.load.sniff import HF_CONFIG, expand, sniff
 from toolkit.schema.sglang import BATCHES
 
+_CONFIG_BYTES = 64 << 20  # a model's config.json is a few kB
 _LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
 
@@ -73,6 +83,24 @@ class Run:
             clock_offset_s=self.config.clock_offset_s,
             cache=self.cache,
         )
+
+    @cached_property
+    def compute_apps(self) -> pl.DataFrame | None:
+        """The processes ``--query-compute-apps`` listed (``toolkit.schema.gpu.APPS``), their
+        GPU index taken from the run's ``nvidia-smi -L`` listing, else from its GPU trace;
+        None without such a file. ``processes_per_gpu`` counts them per GPU and listing."""
+        paths = self.files.get(APPS_FORMAT, [])
+        if not paths:
+            return None
+        lists = self.files.get(LIST_FORMAT, [])
+        if lists:
+            inventory = pl.concat([load_gpu_list(p) for p in lists])
+        elif self.gpu is not None:
+            inventory = self.gpu.samples.select("gpu", "uuid", "pci_bus_id").unique()
+        else:
+            inventory = None
+        apps = [load_compute_apps(p, inventory) for p in paths]
+        return pl.concat(apps, how="diagonal_relaxed")
 
     @cached_property
     def topology(self) -> Topology | None:
@@ -284,8 +312,8 @@ class Run:
         """The served model's Hugging Face ``config.json``, when the run directory holds one."""
         for path in self.files.get(HF_CONFIG, []):
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError):
+                data = json.loads(compression.head_bytes(path, _CONFIG_BYTES))
+            except (OSError, ValueError, RecursionError, ToolkitError):
                 continue
             if isinstance(data, dict):
                 text = data.get("text_config")  # multimodal configs nest the language model

@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ParseError
+from toolkit.load import compression
 from toolkit.load.inputs import check_input, head_lines, split_lines
 from toolkit.load.phase_marks import local_time
 from toolkit.schema.sglang import SERVER_INFO
@@ -93,7 +94,7 @@ def load_server_info(paths: Iterable[str | Path], *, clock_offset_s: float = 0.0
                 raise ParseError(path, 1, "a JSON object that states no server arguments")
             rows += _rows(str(path), 1, None, None, None, answer)
             continue
-        text = path.read_bytes().decode("utf-8", "replace")
+        text = compression.head_bytes(path, MAX_BYTES).decode("utf-8", "replace")
         for lineno, line in enumerate(split_lines(text), 1):
             if not line.strip():
                 continue
@@ -140,7 +141,7 @@ def _call(line: str) -> dict[str, Any] | None:
 def _whole_object(path: Path) -> dict[str, Any] | None:
     """The file as one JSON object, None when it is not one (a JSONL file is not)."""
     try:
-        value = json.loads(path.read_bytes().decode("utf-8", "replace"))
+        value = json.loads(compression.head_bytes(path, MAX_BYTES).decode("utf-8", "replace"))
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

@@ -2,8 +2,9 @@
 byte-range chunks of whole lines.
 
 Nothing is lost: blank lines become null, invalid UTF-8 is replaced (U+FFFD), CRLF endings are
-cut, NUL bytes and lone carriage returns stay inside the line. ``.gz`` files are decompressed
-to a temporary file once (``plain_copy``) or inflated on the fly (``iter_chunks``). The column
+cut, NUL bytes and lone carriage returns stay inside the line. Compressed files (gzip, zstd,
+xz, bzip2: ``toolkit.load.compression``) are decompressed to a temporary file once
+(``compression.plain_copy``) or on the fly (``iter_chunks``). The column
 separator handed to the CSV reader is a control byte the text does not contain, so no line is
 ever split. Chunks never hold a line whole when it is longer than ``LINE_CAP``: its first bytes
 are kept and its length recorded, so one huge line (a binary dump) costs no more memory than a
@@ -13,12 +14,13 @@ chunk.
 from __future__ import annotations
 
 import tempfile
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+
+from toolkit.load import compression
 
 # Control bytes that never appear in real logs; the first one absent from a file is used.
 _SEPARATORS = tuple(bytes([b]) for b in (*range(0x1F, 0x0D, -1), 0x0C, 0x0B, *range(8, 0, -1)))
@@ -26,38 +28,6 @@ _CHUNK = 64 << 20
 # Leading bytes that make polars' CSV reader inflate a file itself (gzip, zlib, zstd): such a
 # text would come out empty or raise, so it is split in Python instead.
 _COMPRESSED = (b"\x1f\x8b", b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda", b"\x28\xb5\x2f\xfd")
-
-
-def is_gzip(path: Path) -> bool:
-    """True when the file starts with the gzip magic number."""
-    with path.open("rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
-def plain_copy(path: Path, workdir: Path) -> tuple[Path, str | None]:
-    """An uncompressed copy of ``path`` (itself when not gzip), and a note if the .gz was cut.
-
-    A cut or corrupt archive keeps every byte that decompressed before the damage.
-    """
-    if not is_gzip(path):
-        return path, None
-    out = workdir / (path.name.removesuffix(".gz") or "decompressed")
-    problem = None
-    inflater = zlib.decompressobj(wbits=31)
-    with path.open("rb") as src, out.open("wb") as dst:
-        try:
-            while chunk := src.read(1 << 20):
-                while chunk:
-                    dst.write(inflater.decompress(chunk))
-                    chunk = inflater.unused_data  # a concatenated gzip member follows
-                    if chunk:
-                        inflater = zlib.decompressobj(wbits=31)
-            dst.write(inflater.flush())
-            if not inflater.eof:
-                problem = "gzip stream ends early: the file was cut; read what it held"
-        except zlib.error as e:
-            problem = f"gzip data is corrupt ({e}); read what came before"
-    return out, problem
 
 
 def free_separator(path: Path) -> str | None:
@@ -132,14 +102,14 @@ def _frame(pieces: list[bytes], first: int) -> pl.DataFrame:
 
 
 def head_lines(path: Path, n: int = 400, max_bytes: int = 1 << 20) -> list[str]:
-    """The first ``n`` lines (decoded leniently, gzip or not), for sniffing formats."""
-    with path.open("rb") as f:
-        data = f.read(max_bytes)
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = zlib.decompressobj(wbits=31).decompress(data, max_bytes)
-        except zlib.error:
-            return []
+    """The first ``n`` lines (decoded leniently, decompressed), for sniffing formats.
+
+    Raises
+    ------
+    UnsupportedCompression
+        A compression or archive ppscope does not read.
+    """
+    data = compression.head_bytes(path, max_bytes)
     return data.decode("utf-8", "replace").splitlines()[:n]
 
 
@@ -183,23 +153,19 @@ class Chunk:
 
 
 class _Source:
-    """A binary stream (a plain file, or a gzip file inflated on the fly) that can push back.
-
-    ``problem`` says why a gzip stream ended early, if it did; the bytes before stay readable.
-    """
+    """A file's (decompressed) bytes that can be pushed back; ``problem`` says why a compressed
+    stream ended early, if it did (the bytes before stay readable)."""
 
     def __init__(self, path: Path) -> None:
-        self._file = path.open("rb")
-        self._gzip = self._file.read(2) == b"\x1f\x8b"
-        self._file.seek(0)
-        self._inflater = zlib.decompressobj(wbits=31) if self._gzip else None
+        self._stream = compression.Stream(path)
         self._pending = b""
-        self._eof = False
-        self.problem: str | None = None
-        self.gzip = self._gzip
+
+    @property
+    def problem(self) -> str | None:
+        return self._stream.problem
 
     def close(self) -> None:
-        self._file.close()
+        self._stream.close()
 
     def __enter__(self) -> _Source:
         return self
@@ -209,7 +175,7 @@ class _Source:
 
     def seek(self, pos: int) -> None:
         """Move to byte ``pos`` (plain files only)."""
-        self._file.seek(pos)
+        self._stream.seek(pos)
         self._pending = b""
 
     def unread(self, data: bytes) -> None:
@@ -217,45 +183,8 @@ class _Source:
 
     def read(self, n: int) -> bytes:
         """Up to ``n`` bytes; fewer only at the end of the stream."""
-        out = [self._pending[:n]]
-        self._pending = self._pending[n:]
-        got = len(out[0])
-        while got < n:
-            block = self._raw(n - got)
-            if not block:
-                break
-            out.append(block)
-            got += len(block)
-        return b"".join(out)
-
-    def _raw(self, n: int) -> bytes:
-        if not self._gzip:
-            return self._file.read(n)
-        assert self._inflater is not None
-        while not self._eof:
-            if self._inflater.unconsumed_tail:
-                data = self._inflater.unconsumed_tail
-            else:
-                data = self._file.read(1 << 20)
-                if not data:
-                    self._eof = True
-                    if not self._inflater.eof:
-                        self.problem = "gzip stream ends early: the file was cut; read what it held"
-                    break
-            try:
-                out = self._inflater.decompress(data, n)
-            except zlib.error as e:
-                self.problem = f"gzip data is corrupt ({e}); read what came before"
-                self._eof = True
-                break
-            if self._inflater.eof:  # a concatenated gzip member may follow
-                rest = self._inflater.unused_data
-                self._inflater = zlib.decompressobj(wbits=31)
-                if rest:
-                    self._file.seek(self._file.tell() - len(rest))
-            if out:
-                return out
-        return b""
+        head, self._pending = self._pending[:n], self._pending[n:]
+        return head + self._stream.read(n - len(head)) if len(head) < n else head
 
 
 def chunk_count(size: int, chunk_bytes: int) -> int:
@@ -284,12 +213,12 @@ def read_chunk(path: Path, index: int, chunk_bytes: int, cap: int = LINE_CAP) ->
 def iter_chunks(
     path: Path, chunk_bytes: int, cap: int = LINE_CAP, problems: list[str] | None = None
 ) -> Iterator[Chunk]:
-    """Every chunk of a file in order, in one pass (plain or gzip, inflated on the fly).
+    """Every chunk of a file in order, in one pass (plain or decompressed on the fly).
 
     Chunk ``k`` holds the lines that start in bytes ``[k, k + 1) * chunk_bytes`` of the
     (decompressed) file, so a plain file's chunks equal those ``read_chunk`` reads one by one;
-    a chunk no line starts in is skipped. A cut or corrupt gzip stream yields the lines before
-    the damage and appends the reason to ``problems``.
+    a chunk no line starts in is skipped. A cut or corrupt compressed stream yields the lines
+    before the damage and appends the reason to ``problems``.
     """
     with _Source(path) as src:
         pos = 0

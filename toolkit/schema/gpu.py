@@ -32,6 +32,7 @@ SAMPLE_KEY_COLUMNS: tuple[Column, ...] = (
     Column("pci_bus_id", _S, "PCI bus id `00000000:2F:00.0`"),
     Column("mig_profile", _S, "MIG instance profile (`1g.10gb`); null for a whole GPU"),
     Column("mig_instance", pl.Int32(), "MIG GPU instance id; null for a whole GPU"),
+    Column("entity", _S, "dcgmi entity of a row that is no whole GPU (`GPU-I 1`, `GPU-CI 0`)"),
 )
 
 METRIC_COLUMNS: tuple[Column, ...] = (
@@ -142,6 +143,17 @@ APPS_COLUMNS: tuple[Column, ...] = (
     Column("used_memory_mib", _F, "device memory the process holds, MiB"),
 )
 
+APP_COUNT_COLUMNS: tuple[Column, ...] = (
+    Column("source", _S, "input file"),
+    Column("snapshot", pl.Int64(), "listing within the file (a new one where the time jumps)"),
+    Column("ts", pl.Datetime("ms"), "query time of the listing's first row, when printed"),
+    Column("gpu", pl.Int32(), "GPU index, when known from a `-L` listing or a GPU trace"),
+    Column("uuid", _S, "GPU UUID the processes run on"),
+    Column("pci_bus_id", _S, "GPU PCI bus id"),
+    Column("processes", pl.Int64(), "compute processes listed on the GPU"),
+    Column("used_memory_mib", _F, "device memory they hold together, MiB (null when unknown)"),
+)
+
 GPU_LIST_COLUMNS: tuple[Column, ...] = (
     Column("source", _S, "input file"),
     Column("lineno", pl.Int64(), "1-based line number"),
@@ -168,6 +180,7 @@ UNAVAILABLE = schema_of(UNAVAILABLE_COLUMNS)
 TOPOLOGY_LINKS = schema_of(TOPOLOGY_LINK_COLUMNS)
 TOPOLOGY_DEVICES = schema_of(TOPOLOGY_DEVICE_COLUMNS)
 APPS = schema_of(APPS_COLUMNS)
+APP_COUNTS = schema_of(APP_COUNT_COLUMNS)
 GPU_LIST = schema_of(GPU_LIST_COLUMNS)
 ROLES = schema_of(ROLE_COLUMNS)
 

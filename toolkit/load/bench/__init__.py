@@ -1,6 +1,6 @@
 """Benchmark results: the formats ppscope reads, in the order they are recognized.
 
-A file's format comes from its content, never from its name (``.gz`` is read as is). Each
+A file's format comes from its content, never from its name (compressed files are read as is). Each
 format lives in a reader module and exports a ``Format`` (``format.py``); adding a format is
 one module and one line below. JSON formats come first, the more specific before the more
 general (AIPerf's summary before GenAI-Perf's, both before the ``bench_serving`` result
@@ -41,7 +41,7 @@ def sniff_bench_format(path: str | Path) -> str | None:
     """The benchmark format of a file (a name of ``FORMATS``), or None.
 
     Recognized from the content only: JSON keys, the CSV header, or the printed
-    ``Serving Benchmark Result`` block anywhere in a text file (``.gz`` is read as is).
+    ``Serving Benchmark Result`` block anywhere in a text file (compressed files are read as is).
     None for a directory or a missing path; ``ToolkitError`` for a pipe, a device or a file
     that cannot be read.
     """

@@ -3,7 +3,7 @@
 Every reader module (``sglang``, ``vllm``, ``nvidia``, ``aiperf``, ``sweep_csv``) exports one
 ``Format`` per format it reads; ``toolkit.load.bench.FORMATS`` lists them in sniffing order.
 A format's ``load`` returns the runs it finds as ``Parsed`` (before labels and layouts are
-resolved); the files here are read whole, ``.gz`` decompressed first.
+resolved); the files here are read whole, compressed ones decompressed first.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import mmap
 import shutil
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from toolkit.load import registry
+from toolkit.load import compression, registry
 from toolkit.load import text as lines_io
 from toolkit.load.bench.common import Parsed
 
@@ -108,13 +107,13 @@ Summarizer = Callable[[Path, Options], dict[str, Any]]
 # ----------------------------------------------------------------------------- reading
 @contextmanager
 def plain_file(path: Path) -> Iterator[Path]:
-    """The file itself, or a decompressed temporary copy of a ``.gz``."""
-    if not lines_io.is_gzip(path):
+    """The file itself, or a decompressed temporary copy of a compressed one."""
+    if compression.codec_of(path) is None:
         yield path
         return
     work = lines_io.workdir()
     try:
-        plain, _ = lines_io.plain_copy(path, work)
+        plain, _ = compression.plain_copy(path, work)
         yield plain
     finally:
         shutil.rmtree(work, True)
@@ -127,25 +126,18 @@ def file_text(path: Path) -> str:
 
 
 def contains(path: Path, needle: bytes) -> bool:
-    """Whether the (decompressed) file holds ``needle``, without reading it into memory."""
+    """Whether the (decompressed) file holds ``needle``, without reading it into memory; a
+    damaged compressed stream is searched as far as it goes."""
     if path.stat().st_size == 0:
         return False
-    if not lines_io.is_gzip(path):
+    if compression.codec_of(path) is None:
         with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             return m.find(needle) >= 0
-    inflater = zlib.decompressobj(wbits=31)
     tail = b""
-    with path.open("rb") as f:
-        try:
-            while chunk := f.read(1 << 20):
-                while chunk:
-                    data = tail + inflater.decompress(chunk)
-                    if needle in data:
-                        return True
-                    tail = data[-len(needle) :]  # a match may straddle two chunks
-                    chunk = inflater.unused_data  # a concatenated gzip member follows
-                    if chunk:
-                        inflater = zlib.decompressobj(wbits=31)
-        except zlib.error:
-            return False  # a damaged archive: what came before the damage was searched
+    with compression.Stream(path) as stream:
+        while block := stream.read(1 << 20):
+            data = tail + block
+            if needle in data:
+                return True
+            tail = data[-len(needle) :]  # a match may straddle two blocks
     return False

@@ -1,6 +1,6 @@
 """GPU monitoring files: the formats ppscope reads, in the order they are recognized.
 
-A file's format comes from its first lines, never from its name (``.gz`` is read as is). Each
+A file's format comes from its first lines, never from its name (compressed files too). Each
 format lives in its own module and exports a ``Format`` (``format.py``); adding a format is one
 module and one line below. Formats with a distinctive first line come first; the generic
 nvidia-smi CSV is asked last, after the compute-apps CSV whose header is also a query header.

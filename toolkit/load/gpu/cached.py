@@ -122,6 +122,7 @@ def _code() -> str:
     files = [
         *sorted(here.glob("*.py")),
         here.parent / "text.py",
+        here.parent / "compression.py",
         here.parent.parent / "schema" / "gpu.py",
     ]
     digest = hashlib.sha256()

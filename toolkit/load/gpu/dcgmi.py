@@ -144,12 +144,26 @@ def load_dcgmi(
     if strict:
         check_cells(unavailable, source)
     notes: tuple[str, ...] = ()
+    if "entity" in samples.columns:
+        unplaced = samples.filter(pl.col("gpu").is_null() & pl.col("entity").is_not_null())
+        if unplaced.height:
+            notes += (
+                f"{unplaced.height} rows of MIG instances ({', '.join(_kinds(unplaced))}) name no "
+                "GPU (dcgmi dmon does not print which GPU an instance is part of): kept with "
+                "their entity, counted as no GPU",
+            )
     if interval_s is None and samples.height:
-        notes = (
+        notes += (
             "no timestamps: set [gpu_trace] interval_s in run.toml (or --gpu-interval with "
             "ppscope parse) to the dmon -d delay to place samples in time",
         )
     return Part(source, FORMAT, lines.height, samples, skipped_df, unavailable, notes)
+
+
+def _kinds(rows: pl.DataFrame) -> list[str]:
+    """The entity kinds of ``rows`` (``GPU-I``, ``GPU-CI``), in first-seen order."""
+    kinds = rows.get_column("entity").str.extract(r"^(\S+)")
+    return kinds.unique(maintain_order=True).to_list()
 
 
 def _dcgmi_typed(

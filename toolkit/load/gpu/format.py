@@ -32,7 +32,7 @@ HEAD_LINES = 200
 class Options:
     """What a reader may need besides the file itself.
 
-    ``source`` names the file as the user gave it (a ``.gz`` is read from a plain copy);
+    ``source`` names the file as the user gave it (a compressed file is read from a plain copy);
     ``fields`` is the ``--query-gpu`` list of a CSV without header; ``interval_s`` the
     sampling interval of formats that print no time; ``workdir`` where temporary line stores
     go (None: the system temp directory).

@@ -1,7 +1,11 @@
 """Which GPU is which: ``nvidia-smi -L`` listings and ``--query-compute-apps`` CSV.
 
-Compute-app rows name their GPU by UUID (or bus id), not by index, so a ``-L`` listing of the
-same host is what turns them into indices. MIG children of a GPU are listed under it.
+Compute-app rows name their GPU by UUID (or bus id), not by index, so an inventory of the same
+host (a ``-L`` listing, or a GPU trace that prints ``uuid``/``pci.bus_id`` beside ``index``) is
+what turns them into indices; a MIG device's UUID maps to its GPU. A listing looped with ``-l``
+prints its header once: a new listing starts where the query time jumps (``SNAPSHOT_GAP``).
+Process names are the workload's own text and may hold commas: a row with more fields than the
+header gives the surplus to ``process_name``.
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ from toolkit.load.gpu.fields import column_name, unique_column
 from toolkit.load.gpu.format import COMPANION, Format, Options, Peek
 from toolkit.load.gpu.smi import is_header
 from toolkit.load.inputs import check_input, head_lines
-from toolkit.schema.gpu import APPS, GPU_LIST
+from toolkit.schema.gpu import APP_COUNTS, APPS, GPU_LIST
 
 LIST_FORMAT = "nvidia-smi-list"
 APPS_FORMAT = "nvidia-smi-apps"
 _GPU = re.compile(r"^GPU (\d+): (.*?) \(UUID: ([^)\s]+)\)\s*$")
 _MIG = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: ([^)\s]+)\)\s*$")
+_DOMAIN = r"^[0-9A-F]+:([0-9A-F]+:[0-9A-F]+\.[0-9A-F]+)$"  # a bus id with its domain
+SNAPSHOT_GAP_S = 0.05
+"""Rows of one listing carry their own milliseconds; a larger step starts the next listing."""
 _APPS_FIELDS = {
     "timestamp": "ts",
     "pid": "pid",
@@ -90,13 +97,15 @@ def load_gpu_list(path: str | Path) -> pl.DataFrame:
 def load_compute_apps(path: str | Path, gpu_list: pl.DataFrame | None = None) -> pl.DataFrame:
     """``nvidia-smi --query-compute-apps=… --format=csv`` → one row per process.
 
-    ``gpu_list`` (from ``load_gpu_list``) fills ``gpu`` from each row's UUID. Fields ppscope
-    does not know are kept as text columns named from the header.
+    ``gpu_list`` (``load_gpu_list``, or any frame with ``gpu`` and ``uuid`` and/or
+    ``pci_bus_id``, such as GPU trace samples) fills ``gpu`` from each row's UUID, else its bus
+    id. Fields ppscope does not know are kept as text columns named from the header.
 
     Raises
     ------
     ParseError
-        When the file has no header or a row has another number of fields than the header.
+        When the file has no header, or a row has fewer fields than the header (or more, and
+        no ``process_name`` to hold them).
     """
     path = check_input(path)
     text = head_lines(path, n=10_000_000, max_bytes=1 << 30)
@@ -115,6 +124,11 @@ def load_compute_apps(path: str | Path, gpu_list: pl.DataFrame | None = None) ->
         cells = [c.strip() for c in line.split(",")]
         if cells == header:
             continue
+        if len(cells) > len(names) and "process_name" in names:
+            at = names.index("process_name")
+            extra = len(cells) - len(names)
+            name = ",".join(line.split(",")[at : at + extra + 1]).strip()
+            cells = [*cells[:at], name, *cells[at + extra + 1 :]]
         if len(cells) != len(names):
             raise ParseError(
                 path, lineno, f"row has {len(cells)} fields, header {len(names)}", line
@@ -150,11 +164,54 @@ def load_compute_apps(path: str | Path, gpu_list: pl.DataFrame | None = None) ->
         lineno=pl.col("lineno").cast(pl.Int64),
     )
     if gpu_list is not None and df.height:
-        index = dict(gpu_list.select("uuid", "gpu").iter_rows())
-        df = df.with_columns(
-            gpu=pl.col("uuid").replace_strict(index, default=None, return_dtype=pl.Int32)
-        )
+        df = df.with_columns(gpu=_gpu_index(gpu_list))
     return df.select([*APPS.names(), *extra]).cast(dict(APPS))
+
+
+def _gpu_index(inventory: pl.DataFrame) -> pl.Expr:
+    """Each row's GPU index from ``inventory``: by UUID, else by PCI bus id."""
+    found = pl.lit(None, pl.Int32)
+    for key in ("pci_bus_id", "uuid"):  # the UUID, asked last, decides first
+        if key not in inventory.columns:
+            continue
+        pairs = inventory.select(key, "gpu").drop_nulls().unique(key, keep="first")
+        index = dict(pairs.iter_rows())
+        if key == "pci_bus_id":  # 00000000:18:00.0 and 0000:18:00.0 name one device
+            index = {_bus(k): v for k, v in index.items()}
+            lookup = pl.col(key).str.to_uppercase().str.replace(_DOMAIN, "${1}")
+        else:
+            lookup = pl.col(key)
+        found = lookup.replace_strict(index, default=None, return_dtype=pl.Int32).fill_null(found)
+    return found
+
+
+def _bus(bus_id: str) -> str:
+    """A PCI bus id without its domain, upper case (``18:00.0``)."""
+    return re.sub(_DOMAIN, r"\1", bus_id.upper())
+
+
+def processes_per_gpu(apps: pl.DataFrame) -> pl.DataFrame:
+    """How many compute processes each GPU ran in each listing, and the memory they held
+    (``toolkit.schema.gpu.APP_COUNTS``); one listing per file when rows carry no time.
+
+    A GPU without a process is not listed by nvidia-smi, so it has no row (not a zero).
+    """
+    if not apps.height:
+        return pl.DataFrame(schema=APP_COUNTS)
+    step = pl.col("ts").diff().over("source").dt.total_milliseconds().abs()
+    jump = step.fill_null(0) > SNAPSHOT_GAP_S * 1000
+    keyed = apps.with_columns(
+        snapshot=jump.cum_sum().over("source").cast(pl.Int64),
+        _known=pl.col("used_memory_mib").is_not_null(),
+    )
+    counts = keyed.group_by(
+        "source", "snapshot", "gpu", "uuid", "pci_bus_id", maintain_order=True
+    ).agg(
+        ts=pl.col("ts").first(),
+        processes=pl.len().cast(pl.Int64),
+        used_memory_mib=pl.when(pl.col("_known").any()).then(pl.col("used_memory_mib").sum()),
+    )
+    return counts.select(APP_COUNTS.names()).cast(dict(APP_COUNTS))
 
 
 # ---------------------------------------------------------------------- the formats
@@ -180,11 +237,14 @@ def _detect_apps(peek: Peek) -> bool:
 def _summarize_apps(path: Path, options: Options) -> dict[str, Any]:
     apps = load_compute_apps(path)
     keys = [c for c in ("uuid", "pci_bus_id") if apps.get_column(c).null_count() < apps.height]
+    counts = processes_per_gpu(apps)
     return {
         "path": str(path),
         "format": APPS_FORMAT,
         "gpus": apps.select(keys).n_unique() if keys and apps.height else 0,
         "processes": apps.height,
+        "listings": counts.get_column("snapshot").n_unique(),
+        "most_per_gpu": int(counts.get_column("processes").max() or 0),
     }
 
 

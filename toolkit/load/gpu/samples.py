@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.load import compression
 from toolkit.load import text as lines_io
 from toolkit.load.gpu.format import Loader, Options, Part, Summarizer
 from toolkit.schema.gpu import METRICS, SAMPLES, SKIPPED, UNAVAILABLE
@@ -76,10 +77,10 @@ class GpuTrace:
         return [*METRICS, *extra]
 
     def summary(self) -> list[dict[str, Any]]:
-        """Per file: path, format, lines, sample_lines, gpus, samples, metrics, skipped (all
-        non-sample lines: ``sample_lines + skipped == lines``), problems (those that are not
-        headers or blank), unavailable (cells), first_problems and notes — the shape of
-        ``ppscope parse --json``."""
+        """Per file: path, format, lines, sample_lines, gpus (physical GPUs; ``mig_instances``
+        too when the trace has any), samples, metrics, skipped (all non-sample lines:
+        ``sample_lines + skipped == lines``), problems (those that are not headers or blank),
+        unavailable (cells), first_problems and notes — the shape of ``ppscope parse --json``."""
         out = []
         for part, meta in zip(self._parts, self.sources, strict=True):
             df = part.samples
@@ -91,6 +92,7 @@ class GpuTrace:
                 {
                     **{k: meta[k] for k in ("path", "format", "lines", "sample_lines")},
                     "gpus": gpu_count(df),
+                    **({"mig_instances": n} if (n := mig_count(df)) else {}),
                     "samples": df.height,
                     "metrics": metrics,
                     "skipped": part.skipped.height,
@@ -110,15 +112,25 @@ BENIGN = ("blank line", "header", "repeated header", "comment", "scrape time", "
 
 
 def gpu_count(df: pl.DataFrame) -> int:
-    """Distinct GPUs (and MIG instances) in a samples frame, by the best identity it has:
-    index (with host), else UUID or bus id, else product name (a lower bound)."""
+    """Distinct physical GPUs in a samples frame, by the best identity it has: index (with
+    host), else UUID or bus id, else product name (a lower bound). A MIG instance is a part of
+    its GPU, never another GPU; an instance row that names no GPU (dcgmi ``GPU-I``) adds none."""
     if not df.height:
         return 0
-    for keys in (("host", "gpu", "mig_instance"), ("uuid",), ("pci_bus_id",), ("name",)):
+    for keys in (("host", "gpu"), ("uuid",), ("pci_bus_id",), ("name",)):
         cols = [c for c in keys if c in df.columns and df.get_column(c).null_count() < df.height]
         if cols and (keys[0] != "host" or "gpu" in cols):
-            return df.select(pl.struct(cols)).n_unique()
+            named = df.filter(pl.col(keys[-1]).is_not_null())
+            return named.select(pl.struct(cols)).n_unique()
     return 1
+
+
+def mig_count(df: pl.DataFrame) -> int:
+    """Distinct MIG GPU instances in a samples frame (per host and GPU where known)."""
+    if "mig_instance" not in df.columns:
+        return 0
+    keys = [c for c in ("host", "gpu", "uuid", "mig_instance") if c in df.columns]
+    return df.filter(pl.col("mig_instance").is_not_null()).select(pl.struct(keys)).n_unique()
 
 
 def combine(frames: list[pl.DataFrame]) -> pl.DataFrame:
@@ -196,7 +208,7 @@ def trace_summarizer(load: Loader) -> Summarizer:
     def summarize(path: Path, options: Options) -> dict[str, Any]:
         workdir = lines_io.workdir()
         try:
-            plain, problem = lines_io.plain_copy(path, workdir)
+            plain, problem = compression.plain_copy(path, workdir)
             read = replace(options, source=str(path), workdir=workdir)
             part = trace_part(load, plain, read, problem)
         except BaseException:

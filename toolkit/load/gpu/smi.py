@@ -184,7 +184,21 @@ def load_smi_csv(
             if only_headers
             else "no samples: every row was skipped (see the problems)",
         )
-    return Part(source, FORMAT, lines, samples, skipped, pl.concat(missing), notes)
+    return Part(source, FORMAT, lines, samples, skipped, pl.concat(missing), notes + _mig(samples))
+
+
+def _mig(samples: pl.DataFrame) -> tuple[str, ...]:
+    """A note when MIG is on and ``utilization.gpu`` therefore reads ``[N/A]``."""
+    if "mig_mode_current" not in samples.columns or "util_pct" not in samples.columns:
+        return ()
+    on = samples.filter(pl.col("mig_mode_current") == "Enabled")
+    if not on.height or on.get_column("util_pct").null_count() < on.height:
+        return ()
+    gpus = ", ".join(str(g) for g in on.get_column("gpu").drop_nulls().unique().sort())
+    return (
+        f"MIG is enabled (GPU {gpus or '?'}): nvidia-smi reports no utilization under MIG; "
+        "DCGM's GR_ENGINE_ACTIVE (dcgmi dmon -e 1001, dcgm-exporter) measures a MIG GPU's load",
+    )
 
 
 # ---------------------------------------------------------------------- reading

@@ -101,7 +101,7 @@ def find_header(lines: list[str]) -> int | None:
 
 
 def load_topology(path: str | Path) -> Topology:
-    """Read a ``nvidia-smi topo -m`` capture (``.gz`` fine; prompt lines around it are ignored).
+    """Read a ``nvidia-smi topo -m`` capture (compressed fine; prompt lines around it are ignored).
 
     Raises
     ------

@@ -1,6 +1,6 @@
 """``load_gpu_trace``: every common GPU monitoring format as one tidy, typed time series.
 
-The time series formats (recognized from content, never from the file name; ``.gz`` read
+The time series formats (recognized from content, never from the file name; compressed files read
 transparently) are the ``trace`` kind of ``toolkit.load.gpu.FORMATS``: ``nvidia-smi-csv``,
 ``nvidia-smi-dmon``, ``dcgmi-dmon`` (no timestamps: give ``interval_s``, and ``start``) and
 ``dcgm-exporter``. Companion files have their own loaders (``load_topology``,
@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ToolkitError, UnknownFormat
+from toolkit.load import compression
 from toolkit.load import text as lines_io
 from toolkit.load.gpu import FORMATS, sniff_gpu_format
 from toolkit.load.gpu.cached import cached_part
 from toolkit.load.gpu.format import TRACE, Loader, Options, Part
-from toolkit.load.gpu.inventory import load_compute_apps, load_gpu_list
+from toolkit.load.gpu.inventory import load_compute_apps, load_gpu_list, processes_per_gpu
 from toolkit.load.gpu.roles import gpu_roles
 from toolkit.load.gpu.samples import GpuTrace, timed
 from toolkit.load.gpu.topology import Topology, load_topology
@@ -40,6 +41,7 @@ __all__ = [
     "load_gpu_list",
     "load_gpu_trace",
     "load_topology",
+    "processes_per_gpu",
     "sniff_gpu_format",
     "summarize_gpu_file",
 ]
@@ -60,7 +62,7 @@ def load_gpu_trace(
     Parameters
     ----------
     paths
-        One file or several (any time series format, mixed freely); ``.gz`` is fine.
+        One file or several (any time series format, mixed freely); compressed files are fine.
     fields
         The ``--query-gpu`` field list of a ``noheader`` CSV (a list, or ``"a,b,c"`` as in
         ``run.toml``'s ``[gpu_trace] fields``). Ignored when the file has a header.
@@ -111,8 +113,8 @@ def load_gpu_trace(
 
 
 def _read_part(path: Path, load: Loader, options: Options, workdir: Path) -> Part:
-    """One trace file read by its format (a ``.gz`` from a plain copy), untimed."""
-    plain, problem = lines_io.plain_copy(path, workdir)
+    """One trace file read by its format (a compressed one from a plain copy), untimed."""
+    plain, problem = compression.plain_copy(path, workdir)
     part = load(plain, options)
     if problem:
         part.notes = (*part.notes, problem)

@@ -11,16 +11,15 @@ holds one ``"value"`` pair per series. Times are Unix seconds, read as UTC witho
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import ParseError
+from toolkit.errors import ParseError, UnknownFormat, UnsupportedCompression
+from toolkit.load import compression
 from toolkit.load.inputs import check_input, head_lines
 from toolkit.load.prometheus.exposition import Sample, resolve
 from toolkit.load.prometheus.tally import Tally
@@ -57,13 +56,12 @@ def query_samples(
     path = check_input(path)
     if path.stat().st_size > MAX_BYTES:
         raise ParseError(path, None, "too large for a Prometheus API answer (over 512 MiB)")
-    with path.open("rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    opener = gzip.open if gz else open
     try:
-        with opener(path, "rb") as f:
-            data = json.loads(f.read(MAX_BYTES + 1).decode("utf-8", "replace"))
-    except (OSError, EOFError, zlib.error, ValueError, RecursionError) as e:
+        text = compression.head_bytes(path, MAX_BYTES + 1).decode("utf-8", "replace")
+        data = json.loads(text)
+    except UnsupportedCompression:
+        raise
+    except (UnknownFormat, ValueError, RecursionError) as e:
         raise ParseError(path, None, f"not a JSON document ({str(e)[:80]})") from None
     if not isinstance(data, dict):
         raise ParseError(path, None, "not a JSON object")

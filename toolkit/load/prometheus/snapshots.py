@@ -2,23 +2,20 @@
 
 Each line is ``{"ts": "2025-05-25T21:40:21.123", "text": "<the exposition, whole>"}``, the
 capture host's local time without a zone (``toolkit.capture.metrics``). Lines are read one at a
-time and never longer than ``MAX_LINE_BYTES``; ``.gz`` is read as is (a cut or corrupt archive
-keeps the scrapes before the damage, and says so).
+time and never longer than ``MAX_LINE_BYTES``; a compressed file is read decompressed (a cut or
+corrupt stream keeps the scrapes before the damage, and says so).
 """
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import json
 import re
-import zlib
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import IO
 
 from toolkit.errors import ParseError
+from toolkit.load import compression
 from toolkit.load.inputs import check_input, head_lines
 from toolkit.load.prometheus.tally import Tally
 
@@ -55,21 +52,19 @@ def snapshots(
     counted in ``skipped`` by reason; with ``strict`` it raises ``ParseError``.
     """
     path = check_input(path)
-    with _open(path) as f:
+    with compression.Stream(path) as stream:
+        f = compression.buffered(stream)
         lineno = 0
         while True:
-            try:
-                raw = f.readline(MAX_LINE_BYTES + 1)
-            except (OSError, EOFError, zlib.error):
-                skipped.add("gzip", f"{path}: after line {lineno}")
-                return
+            raw = f.readline(MAX_LINE_BYTES + 1)
             if not raw:
+                if stream.problem:
+                    skipped.add("compressed", f"{path}: after line {lineno}: {stream.problem}")
                 return
             lineno += 1
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                with contextlib.suppress(OSError, EOFError, zlib.error):
-                    while (more := f.readline(1 << 20)) and not more.endswith(b"\n"):
-                        pass  # the rest of the over-long line, read in bounded pieces
+                while (more := f.readline(1 << 20)) and not more.endswith(b"\n"):
+                    pass  # the rest of the over-long line, read in bounded pieces
                 _reject(path, lineno, "line longer than 64 MiB", raw[:200], skipped, strict)
                 continue
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
@@ -81,12 +76,6 @@ def snapshots(
                 _reject(path, lineno, found, line, skipped, strict)
                 continue
             yield lineno, *found
-
-
-def _open(path: Path) -> IO[bytes]:
-    with path.open("rb") as f:
-        magic = f.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else path.open("rb")
 
 
 def _snapshot(line: str) -> tuple[datetime, str] | str:

@@ -14,7 +14,7 @@ REASONS: dict[str, str] = {
     "unreadable": "exposition lines the Prometheus parser rejects",
     "bad line": "lines that are no scrape",
     "blank": "blank lines",
-    "gzip": "gzip stream cut or corrupt: the scrapes before the damage are read",
+    "compressed": "compressed stream cut or corrupt: the scrapes before the damage are read",
     "bad result": "query results that are no series of [time, value] pairs",
     "bad value": "[time, value] pairs that are no numbers, or times no clock reaches",
     "bad row": "AIPerf export rows of an unknown metric_type or without a metric_name",

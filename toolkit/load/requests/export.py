@@ -28,6 +28,7 @@ from pathlib import Path
 import polars as pl
 
 from toolkit.errors import ParseError
+from toolkit.load import compression
 from toolkit.load import text as lines_io
 from toolkit.load.inputs import check_input
 from toolkit.load.requests.fields import META_JSON, event_head, json_meta, server_requests
@@ -89,7 +90,7 @@ def load_server_requests(
     try:
         for path in files:
             check_input(path)
-            plain, _ = lines_io.plain_copy(path, workdir)
+            plain, _ = compression.plain_copy(path, workdir)
             lines = lines_io.scan_lines(plain, workdir)
             table, skips, n = _one(lines, str(path), strict, _name_hour(path))
             tables.append(table)

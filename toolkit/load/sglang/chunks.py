@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.load import compression
 from toolkit.load import text as lines_io
 from toolkit.load.sglang.batch_line import KEY_COLUMN, parse_batch_message
 from toolkit.load.sglang.plan import (
@@ -53,7 +54,8 @@ class Job:
 
 def file_job(path: Path) -> Job:
     """The wrapper, year and batch-line shapes of a file, from a sample of its lines."""
-    sample = lines_io.sample_lines(path) if not lines_io.is_gzip(path) else _gzip_head(path)
+    plain = compression.codec_of(path) is None
+    sample = lines_io.sample_lines(path) if plain else _compressed_head(path)
     return Job(
         wrapper=sniff_wrapper(sample[:400]).name,
         year=_first_year(sample),
@@ -61,8 +63,9 @@ def file_job(path: Path) -> Job:
     )
 
 
-def _gzip_head(path: Path) -> list[str]:
-    """The first lines of a gzip file (it cannot be sampled further in without inflating)."""
+def _compressed_head(path: Path) -> list[str]:
+    """The first lines of a compressed file (it cannot be sampled further in without
+    decompressing)."""
     for chunk in lines_io.iter_chunks(path, 4 << 20):
         return chunk.data.decode("utf-8", "replace").splitlines()[:20_000]
     return []

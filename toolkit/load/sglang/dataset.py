@@ -11,7 +11,7 @@ Layout (``ppscope ingest LOG... -o DATASET``)::
 Each store is what the line cache holds for that file, so ``open_dataset`` reads it back as the
 same tables a local parse gives, row for row. On Dask a plain file is cut into chunks that
 workers count (a first, cheap pass for line numbers) and type (the second) independently: a
-fleet of F files of B bytes is about F × B / 16 MB typing tasks; a ``.gz`` file is one task.
+fleet of F files of B bytes is about F × B / 16 MB typing tasks; a compressed file is one task.
 Workers write the pieces themselves, so DATASET must be a path every worker can reach.
 """
 
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ToolkitError
+from toolkit.load import compression
 from toolkit.load import text as lines_io
 from toolkit.load.sglang import store as store_io
 from toolkit.load.sglang.chunks import Job, empty_chunk, file_job, type_chunk
@@ -104,7 +105,7 @@ def ingest(
 
 
 def plan_file(path: Path, chunk_bytes: int) -> tuple[Job, str, bool, int]:
-    """What typing a file needs (sampled once), its host, whether it is gzip, its size."""
+    """What typing a file needs (sampled once), its host, whether it is compressed, its size."""
     job = file_job(path)
     head = lines_io.head_lines(path, n=200)
     wrapper = wrapper_named(job.wrapper)
@@ -114,7 +115,7 @@ def plan_file(path: Path, chunk_bytes: int) -> tuple[Job, str, bool, int]:
             host = decode_header(job.wrapper, _header(job.wrapper, line))[0]
             if host:
                 break
-    return job, host or "unknown", lines_io.is_gzip(path), path.stat().st_size
+    return job, host or "unknown", compression.codec_of(path) is not None, path.stat().st_size
 
 
 def count_chunk(path: Path, index: int, chunk_bytes: int) -> int:
@@ -132,7 +133,7 @@ def type_range(
 
 
 def build_whole(path: Path, out: Path, chunk_bytes: int) -> dict[str, Any]:
-    """A file read in one pass by one worker (gzip cannot be cut without inflating it)."""
+    """A file read in one pass by one worker (compressed data cannot be cut unread)."""
     return store_io.build_store(path, out, chunk_bytes=chunk_bytes, workers=1)
 
 

@@ -422,7 +422,7 @@ def load_sglang_log(
     Parameters
     ----------
     paths
-        One file or several (e.g. one per node, merged on one clock); ``.gz`` is read as is.
+        One file or several (e.g. one per node, merged on one clock), compressed or not.
         A dataset directory written by ``ppscope ingest`` stands for the logs it holds.
     strict
         Raise ``ParseError`` at the first line that cannot be typed fully (a cut batch line,

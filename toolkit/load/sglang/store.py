@@ -63,7 +63,7 @@ class Store:
     wrapper: str
     lines: int
     clock_offset_s: float  # added to wrapper timestamps to put them on SGLang's clock
-    problems: tuple[str, ...]  # file-level trouble, e.g. a cut .gz
+    problems: tuple[str, ...]  # file-level trouble, e.g. a cut compressed stream
     counts: dict[str, int]  # lines per kind
     odd: dict[str, int]  # unreadable (invalid UTF-8 or control characters), undated
     ranks: tuple[str, ...]  # distinct rank texts (" PP3 TP0")
