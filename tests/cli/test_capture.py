@@ -104,6 +104,11 @@ def test_a_captured_run_is_read_with_its_phases_on_the_logs_clock(
     assert main(["diagnose", "-q", "--json", str(run)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["runs"][0]["label"] == "TP1"
+    assert loaded.server_info is not None and loaded.metrics is not None
+
+    report = tmp_path / "reports" / "tp1.html"
+    assert main(["report", "-q", str(run), "-o", str(report)]) == 0
+    assert report.stat().st_size > 0 and "TP1" in report.read_text()
 
 
 def test_a_failed_phase_stops_the_sweep(
