@@ -12,7 +12,6 @@ secret-bearing keys (``api_key``, ``admin_api_key``, ``hf_token``, passwords) ar
 from __future__ import annotations
 
 import json
-import re
 import threading
 import urllib.error
 import urllib.request
@@ -21,6 +20,7 @@ from typing import Any
 
 from toolkit.capture.clock import iso, now
 from toolkit.errors import CaptureError
+from toolkit.load.secrets import REDACTED, is_secret_key
 
 __all__ = ["MetricsPoller", "ServerInfo", "fetch", "redacted"]
 
@@ -29,9 +29,6 @@ PERIOD_S = 1.0
 TIMEOUT_S = 5.0
 """Longest wait for one HTTP answer."""
 INFO_PATHS = ("/server_info", "/get_server_info")
-_SECRET_KEY = re.compile(
-    r"(?:^|_)(?:api_key|key|token|password|passphrase|secret|private_key)$", re.IGNORECASE
-)
 
 
 def redacted(value: Any) -> Any:
@@ -42,9 +39,7 @@ def redacted(value: Any) -> Any:
     """
     if isinstance(value, dict):
         return {
-            k: "[redacted]"
-            if isinstance(v, str) and v and _SECRET_KEY.search(str(k))
-            else redacted(v)
+            k: REDACTED if isinstance(v, str) and v and is_secret_key(str(k)) else redacted(v)
             for k, v in value.items()
         }
     if isinstance(value, list):

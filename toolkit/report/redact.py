@@ -32,8 +32,9 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping
-from functools import lru_cache
 from typing import Any
+
+from toolkit.load.secrets import COUNT_PARTS, REDACTED, is_secret_key, name_parts
 
 __all__ = [
     "REDACTED",
@@ -47,71 +48,13 @@ __all__ = [
     "secrets_in_command",
 ]
 
-REDACTED = "[redacted]"
-
-# Name parts that mark a secret. Whole parts only: ``max_total_num_tokens`` and
-# ``tokenizer_path`` hold no secret, ``hf_token`` and ``auth_token`` do.
-_SECRET_PARTS = frozenset(
-    {
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "passphrase",
-        "pwd",
-        "credential",
-        "credentials",
-        "apikey",
-        "cookie",
-    }
-)
-_SECRET_NAMES = frozenset(
-    {"api_key", "admin_api_key", "authorization", "proxy_authorization", "auth", "set_cookie"}
-)
-_KEY_OWNERS = frozenset({"api", "access", "secret", "private", "signing", "encryption", "client"})
-# Keys whose values are counts in LLM logs: a number after them is no credential.
-_COUNT_PARTS = frozenset({"token"})
-# Beside ``token``, these parts name a measure of tokens (``token_usage``, ``token_count``,
-# ``new_token_ratio``), never a credential.
-_MEASURE_PARTS = frozenset(
-    {"usage", "count", "num", "ratio", "budget", "limit", "len", "length", "size", "per", "rate"}
-)
 _NUMBER = re.compile(r"[+-]?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?%?")
 _MIN_LITERAL = 6  # shorter values are replaced only where their key is seen, never blindly
 _NOT_SECRET = frozenset(
     {"", "none", "null", "nil", "false", "true", "empty", "***", "xxx", "<redacted>", REDACTED}
 )
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _MAX_VALUE = 4096
 """Longest value replaced at once; a longer one is replaced up to here (its start is enough)."""
-
-
-def _parts(name: str) -> list[str]:
-    norm = _CAMEL.sub("_", name.strip().lstrip("-"))
-    return [p for p in re.split(r"[^a-z0-9]+", norm.lower()) if p]
-
-
-@lru_cache(maxsize=4096)  # a log repeats its keys: each is judged once
-def is_secret_key(name: str) -> bool:
-    """Whether a ServerArgs field, CLI flag, header or config key names a secret.
-
-    >>> [is_secret_key(k) for k in ("--api-key", "x-api-key", "apiKey", "private_key")]
-    [True, True, True, True]
-    >>> [is_secret_key(k) for k in ("max_total_num_tokens", "tokenizer_path", "sort_key")]
-    [False, False, False]
-    >>> [is_secret_key(k) for k in ("token_usage", "hf_token", "auth_token")]
-    [False, True, True]
-    """
-    parts = _parts(name)
-    if "_".join(parts) in _SECRET_NAMES:
-        return True
-    secret = {p for p in parts if p in _SECRET_PARTS}
-    if secret == set(_COUNT_PARTS) and _MEASURE_PARTS & set(parts):
-        return False
-    if secret:
-        return True
-    # *_api_key, *_access_key, *_secret_key, private_key, but not ``sort_key`` or ``lora_keys``
-    return len(parts) >= 2 and parts[-1] == "key" and parts[-2] in _KEY_OWNERS
 
 
 def _is_secret_value(value: object) -> bool:
@@ -323,7 +266,7 @@ def _is_secret_text(value: str, key: str) -> bool:
     if value.strip().lower() in _NOT_SECRET or value.startswith(("$", "${", "<")):
         return False  # absent, a placeholder or an environment variable named, not its value
     # "#token: 50112" is a count
-    return not (_NUMBER.fullmatch(value.strip()) and _COUNT_PARTS & set(_parts(key)))
+    return not (_NUMBER.fullmatch(value.strip()) and COUNT_PARTS & set(name_parts(key)))
 
 
 def _header_spans(text: str, spans: list[tuple[int, int]]) -> None:
