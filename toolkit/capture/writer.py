@@ -22,6 +22,7 @@ from toolkit.load.bench.common import layout_label
 from toolkit.load.gpu.inventory import load_gpu_list
 from toolkit.load.gpu.trace import load_topology
 from toolkit.load.run_config import RunConfig, read_run_config
+from toolkit.load.server_info import args_of_info
 
 __all__ = [
     "command_of",
@@ -44,7 +45,7 @@ def label_of(info: dict[str, Any] | None) -> str | None:
     """
     if not info:
         return None
-    args = info.get("server_args") if isinstance(info.get("server_args"), dict) else info
+    args = args_of_info(info)
     sizes = {k: args.get(f"{k}_size") for k in ("tp", "pp", "dp")}
     whole = {k: v for k, v in sizes.items() if isinstance(v, int) and not isinstance(v, bool)}
     return layout_label(whole)
@@ -54,7 +55,7 @@ def model_of(info: dict[str, Any] | None) -> str | None:
     """The served model's id: ``served_model_name``, else ``model_path``."""
     if not info:
         return None
-    args = info.get("server_args") if isinstance(info.get("server_args"), dict) else info
+    args = args_of_info(info)
     for key in ("served_model_name", "model_path"):
         value = args.get(key)
         if isinstance(value, str) and value:
