@@ -9,9 +9,8 @@ benchmark runs are then placed by them instead of by the log's own evidence.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,11 @@ import polars as pl
 
 from toolkit.errors import ParseError
 from toolkit.load import compression
-from toolkit.load.inputs import check_input, head_lines, split_lines
+from toolkit.load.inputs import check_input, split_lines
+from toolkit.load.jsonl import first_record, json_object, local_time
 from toolkit.schema.bench import PHASE_MARKS
 
-__all__ = ["PHASE_FORMAT", "is_phase_file", "load_phase_marks", "local_time", "phase_file_problems"]
+__all__ = ["PHASE_FORMAT", "is_phase_file", "load_phase_marks", "phase_file_problems"]
 
 PHASE_FORMAT = "ppscope-phases"
 _KEYS = {"phase", "concurrency", "start", "end"}
@@ -33,15 +33,8 @@ MAX_BYTES = 16 << 20
 def is_phase_file(path: Path) -> bool:
     """True when the first non-empty line is a phase record (a JSON object with ``phase``,
     ``concurrency``, ``start`` and ``end``)."""
-    for line in head_lines(path, n=5):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            return False
-        return isinstance(record, dict) and set(record) >= _KEYS
-    return False
+    found = first_record(path)
+    return found is not None and found[1] is not None and set(found[1]) >= _KEYS
 
 
 def load_phase_marks(
@@ -89,11 +82,8 @@ def _records(
 
 
 def _row(line: str) -> tuple[dict[str, Any] | None, str]:
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
-        return None, "not a JSON object"
-    if not isinstance(record, dict):
+    record = json_object(line)
+    if record is None:
         return None, "not a JSON object"
     start, end = local_time(record.get("start")), local_time(record.get("end"))
     if start is None or end is None or end < start:
@@ -108,17 +98,6 @@ def _row(line: str) -> tuple[dict[str, Any] | None, str]:
         "results": _whole(record.get("results")),
         "interrupted": record.get("interrupted") is True,
     }, ""
-
-
-def local_time(value: Any) -> datetime | None:
-    """A time a capture wrote (ISO, local to its host, no zone); None for anything else."""
-    if not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return t.replace(tzinfo=None) if t.tzinfo is None else None
 
 
 def _whole(value: Any) -> int | None:

@@ -21,8 +21,8 @@ import polars as pl
 
 from toolkit.errors import ParseError
 from toolkit.load import compression
-from toolkit.load.inputs import check_input, head_lines, split_lines
-from toolkit.load.phase_marks import local_time
+from toolkit.load.inputs import check_input, split_lines
+from toolkit.load.jsonl import first_record, json_object, local_time
 from toolkit.schema.sglang import SERVER_INFO
 
 __all__ = ["SERVER_INFO_FORMAT", "args_of_info", "is_server_info", "load_server_info"]
@@ -57,15 +57,11 @@ def args_of_info(info: Mapping[str, Any]) -> dict[str, Any]:
 
 def is_server_info(path: Path) -> bool:
     """``server_info.jsonl`` of a capture, or one saved answer that states server arguments."""
-    head = head_lines(path, n=3)
-    first = next((line for line in head if line.strip()), "")
-    if not first.lstrip().startswith("{"):
+    found = first_record(path, n=3)
+    if found is None or not found[0].lstrip().startswith("{"):
         return False
-    try:
-        record = json.loads(first)
-    except (ValueError, RecursionError):
-        record = None
-    if isinstance(record, dict):  # a line that is a whole object: a call, or one answer
+    record = found[1]
+    if record is not None:  # a line that is a whole object: a call, or one answer
         return set(record) >= _CALL_KEYS or _states_arguments(record)
     if path.stat().st_size > MAX_BYTES:
         return False
@@ -130,21 +126,14 @@ def _rows(
 
 
 def _call(line: str) -> dict[str, Any] | None:
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    ok = isinstance(record, dict) and set(record) >= _CALL_KEYS
+    record = json_object(line)
+    ok = record is not None and set(record) >= _CALL_KEYS
     return record if ok and isinstance(record["info"], dict) else None
 
 
 def _whole_object(path: Path) -> dict[str, Any] | None:
     """The file as one JSON object, None when it is not one (a JSONL file is not)."""
-    try:
-        value = json.loads(compression.head_bytes(path, MAX_BYTES).decode("utf-8", "replace"))
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
+    return json_object(compression.head_bytes(path, MAX_BYTES).decode("utf-8", "replace"))
 
 
 def _states_arguments(answer: Mapping[str, Any]) -> bool:

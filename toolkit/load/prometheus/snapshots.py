@@ -8,7 +8,6 @@ corrupt stream keeps the scrapes before the damage, and says so).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from datetime import datetime
@@ -17,6 +16,7 @@ from pathlib import Path
 from toolkit.errors import ParseError
 from toolkit.load import compression
 from toolkit.load.inputs import check_input, head_lines
+from toolkit.load.jsonl import json_object, local_time
 from toolkit.load.prometheus.tally import Tally
 
 __all__ = ["MAX_LINE_BYTES", "is_snapshot_file", "snapshots"]
@@ -36,11 +36,8 @@ def is_snapshot_file(path: Path) -> bool:
 
 
 def _whole_snapshot(line: str) -> bool:
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(record, dict) and set(record) == {"ts", "text"}
+    record = json_object(line)
+    return record is not None and set(record) == {"ts", "text"}
 
 
 def snapshots(
@@ -80,18 +77,14 @@ def snapshots(
 
 def _snapshot(line: str) -> tuple[datetime, str] | str:
     """(time, text) of a snapshot line, or why it is none."""
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
+    record = json_object(line)
+    if record is None:
         return "not a JSON object (a line cut short?)"
-    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+    if not isinstance(record.get("text"), str):
         return 'not a snapshot: a JSON object with "ts" and "text" expected'
     stamp = record.get("ts")
-    try:
-        ts = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
-    except ValueError:
-        ts = None
-    if ts is None or ts.tzinfo is not None:
+    ts = local_time(stamp)
+    if ts is None:
         return f"ts {str(stamp)[:40]!r} is no local time such as 2025-05-25T21:40:21.123"
     return ts, record["text"]
 

@@ -18,7 +18,6 @@ with its reason. The request text (prompt, output) is never read into a column.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from collections.abc import Iterable
@@ -31,6 +30,7 @@ from toolkit.errors import ParseError
 from toolkit.load import compression
 from toolkit.load import text as lines_io
 from toolkit.load.inputs import check_input
+from toolkit.load.jsonl import first_record
 from toolkit.load.requests.fields import META_JSON, event_head, json_meta, server_requests
 from toolkit.schema.requests import SERVER_REQUESTS
 
@@ -46,19 +46,11 @@ _CUT = "not a complete JSON object (a cut or edited line)"
 
 def is_request_file(path: Path) -> bool:
     """True when the first non-blank line is an export record or a request event."""
-    for line in lines_io.head_lines(path, n=5):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            return False
-        if not isinstance(record, dict):
-            return False
-        return "request_parameters" in record or (
-            record.get("event") in _EVENTS and "rid" in record
-        )
-    return False
+    found = first_record(path)
+    record = found[1] if found is not None else None
+    if record is None:
+        return False
+    return "request_parameters" in record or (record.get("event") in _EVENTS and "rid" in record)
 
 
 class RequestFile:
