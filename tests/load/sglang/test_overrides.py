@@ -94,6 +94,7 @@ def test_a_log_lists_its_changes_per_launch_and_rank(write_log) -> None:
         _line(P0, 6, "Global server args updated! nothing after it"),
         _line(P0, 7, dump),
         _line(P0, 8, "Config updated via context override: {'chunked_prefill_size': 2048}"),
+        _line(P0, 9, "Updating weights from disk is not supported."),
     ]  # fmt: skip
     log = load_sglang_log(write_log("\n".join(lines) + "\n"), cache=False)
     rows = log.overrides.select("launch", "pp", "lineno", "key", "value", "status").rows()
@@ -104,7 +105,8 @@ def test_a_log_lists_its_changes_per_launch_and_rank(write_log) -> None:
         (0, 0, 6, "pp_max_micro_batch_size", "6", "set"),
         (0, 0, 7, None, None, "unreadable"),
         (1, 0, 9, "chunked_prefill_size", "2048", "set"),
+        (1, 0, 10, None, None, "unreadable"),
     ]
     assert json.loads(rows[0][4]) == 4
     coverage = log.coverage()
-    assert coverage["counts"]["override"] == 6 and coverage["tables"]["overrides"] == 6
+    assert coverage["counts"]["override"] == 7 and coverage["tables"]["overrides"] == 7

@@ -121,10 +121,11 @@ def override_table(
             current[r["source"]] = index[(r["source"], r["lineno"])]
             continue
         change = parse_override(r["message"] or "")
-        if change is None:
-            continue
         launch = current.get(r["source"], None if dumps.height else 0)
         where = {c: r[c] for c in ("source", "lineno", "ts", *RANK_TAGS)} | {"launch": launch}
+        if change is None:  # "Updating weights from disk is not supported": no argument
+            rows.append(where | _row(None, None, "unreadable", "names no argument"))
+            continue
         rank = " ".join(f"{t}{r[t]}" for t in RANK_TAGS if r.get(t) is not None)
         before = state.setdefault((launch, rank), dict(launch_args.get(launch, {})))
         note = "; ".join(change.problems) or None
