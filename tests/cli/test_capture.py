@@ -191,3 +191,14 @@ def test_a_stopped_capture_leaves_a_valid_run_and_no_child(
     assert marks.row(0, named=True)["interrupted"] and marks["exit_code"][0] is None
     assert not (run / "bench.jsonl").exists()
     assert main(["parse", "-q", str(run)]) == 0
+
+
+@pytest.mark.parametrize("pause", ["-1", "nan", "inf", "soon"])
+def test_a_pause_that_is_no_time_is_refused(
+    tmp_path: Path, pause: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as stop:
+        main(["capture", "-o", str(run), "--server", "http://127.0.0.1:9", "--pause", pause])
+    assert stop.value.code == 2 and "--pause" in capsys.readouterr().err
+    assert not run.exists()

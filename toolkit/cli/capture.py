@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--label", help="the run's label in run.toml (default from /server_info)")
     parser.add_argument(
-        "--pause", type=float, default=5.0, metavar="SECONDS",
+        "--pause", type=_seconds, default=5.0, metavar="SECONDS",
         help="idle time between phases (default 5)",
     )  # fmt: skip
     add_quiet(parser)
@@ -131,6 +131,16 @@ def _concurrency(text: str) -> tuple[int, ...]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"each concurrency must be 1 or more: {text!r}")
     return values
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 3600:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be 0 to 3600 seconds: {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
