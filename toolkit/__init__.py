@@ -20,125 +20,117 @@ The facade reads like a table of contents:
 
 from __future__ import annotations
 
-from toolkit._version import __version__
-from toolkit.analyze.config import config_diff, derived_settings, intended_vs_effective
-from toolkit.analyze.cudagraph import cuda_graph_coverage
-from toolkit.analyze.gpu import align, busy_share, downsample, oscillation, stage_comparison
-from toolkit.analyze.kv import kv_pressure
-from toolkit.analyze.model import (
-    INCIDENT,
-    KIMI_K2,
-    Layout,
-    Params,
-    Workload,
-    admission,
-    expected_vs_observed,
-    fit,
-    incident_points,
-    predict,
-    what_if,
-    what_if_table,
-)
-from toolkit.analyze.model.sim import simulate
-from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
-from toolkit.analyze.phases import decode_phases
-from toolkit.analyze.requests import request_breakdown, request_timeline
-from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
-from toolkit.analyze.stage_wait import stage_wait_share
-from toolkit.analyze.stages import stage_busy, stage_cadence, stage_desync, stage_timeline
-from toolkit.capture import CaptureOptions, capture
-from toolkit.diagnose import Finding, diagnose
-from toolkit.errors import CaptureError, ConfigError, ParseError, ToolkitError, UnknownFormat
-from toolkit.export import chrome_trace, write_chrome_trace
-from toolkit.load.bench.results import BenchResults, load_bench
-from toolkit.load.gpu.trace import (
-    GpuTrace,
-    Topology,
-    gpu_roles,
-    load_compute_apps,
-    load_gpu_list,
-    load_gpu_trace,
-    load_topology,
-    processes_per_gpu,
-)
-from toolkit.load.phase_marks import load_phase_marks
-from toolkit.load.prometheus import Metrics, load_metrics
-from toolkit.load.requests import load_server_requests
-from toolkit.load.run import Run, load_run
-from toolkit.load.run_config import RunConfig, read_run_config
-from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log, open_dataset
+import importlib
+import sys
+import types
+from typing import Any
 
-__all__ = [
-    "INCIDENT",
-    "KIMI_K2",
-    "BenchResults",
-    "CaptureError",
-    "CaptureOptions",
-    "ConfigError",
-    "Finding",
-    "GpuTrace",
-    "Launch",
-    "Layout",
-    "Metrics",
-    "Params",
-    "ParseError",
-    "Run",
-    "RunConfig",
-    "SGLangLog",
-    "ToolkitError",
-    "Topology",
-    "UnknownFormat",
-    "Workload",
-    "__version__",
-    "admission",
-    "align",
-    "busy_share",
-    "capture",
-    "chrome_trace",
-    "config_diff",
-    "crossover",
-    "cuda_graph_coverage",
-    "decode_phases",
-    "derived_settings",
-    "diagnose",
-    "downsample",
-    "expected_vs_observed",
-    "fit",
-    "frontier",
-    "gpu_roles",
-    "incident_points",
-    "intended_vs_effective",
-    "knee",
-    "kv_pressure",
-    "load_bench",
-    "load_compute_apps",
-    "load_gpu_list",
-    "load_gpu_trace",
-    "load_metrics",
-    "load_phase_marks",
-    "load_run",
-    "load_server_requests",
-    "load_sglang_log",
-    "load_topology",
-    "occupancy_summary",
-    "open_dataset",
-    "oscillation",
-    "predict",
-    "processes_per_gpu",
-    "read_run_config",
-    "request_breakdown",
-    "request_timeline",
-    "scaling_gap",
-    "scaling_table",
-    "simulate",
-    "slot_occupancy",
-    "stage_busy",
-    "stage_cadence",
-    "stage_comparison",
-    "stage_desync",
-    "stage_timeline",
-    "stage_wait_share",
-    "what_if",
-    "what_if_table",
-    "write_chrome_trace",
-]
+from toolkit._version import __version__ as __version__
+
+# Each public name and the module it lives in: imported on first use, so ``import toolkit``
+# (and every command line) pays only for what it touches.
+_HOMES: dict[str, str] = {
+    "config_diff": "toolkit.analyze.config",
+    "derived_settings": "toolkit.analyze.config",
+    "intended_vs_effective": "toolkit.analyze.config",
+    "cuda_graph_coverage": "toolkit.analyze.cudagraph",
+    "align": "toolkit.analyze.gpu",
+    "busy_share": "toolkit.analyze.gpu",
+    "downsample": "toolkit.analyze.gpu",
+    "oscillation": "toolkit.analyze.gpu",
+    "stage_comparison": "toolkit.analyze.gpu",
+    "kv_pressure": "toolkit.analyze.kv",
+    "INCIDENT": "toolkit.analyze.model",
+    "KIMI_K2": "toolkit.analyze.model",
+    "Layout": "toolkit.analyze.model",
+    "Params": "toolkit.analyze.model",
+    "Workload": "toolkit.analyze.model",
+    "admission": "toolkit.analyze.model",
+    "expected_vs_observed": "toolkit.analyze.model",
+    "fit": "toolkit.analyze.model",
+    "incident_points": "toolkit.analyze.model",
+    "predict": "toolkit.analyze.model",
+    "what_if": "toolkit.analyze.model",
+    "what_if_table": "toolkit.analyze.model",
+    "simulate": "toolkit.analyze.model.sim",
+    "occupancy_summary": "toolkit.analyze.occupancy",
+    "slot_occupancy": "toolkit.analyze.occupancy",
+    "decode_phases": "toolkit.analyze.phases",
+    "request_breakdown": "toolkit.analyze.requests",
+    "request_timeline": "toolkit.analyze.requests",
+    "crossover": "toolkit.analyze.scaling",
+    "frontier": "toolkit.analyze.scaling",
+    "knee": "toolkit.analyze.scaling",
+    "scaling_gap": "toolkit.analyze.scaling",
+    "scaling_table": "toolkit.analyze.scaling",
+    "stage_wait_share": "toolkit.analyze.stage_wait",
+    "stage_busy": "toolkit.analyze.stages",
+    "stage_cadence": "toolkit.analyze.stages",
+    "stage_desync": "toolkit.analyze.stages",
+    "stage_timeline": "toolkit.analyze.stages",
+    "CaptureOptions": "toolkit.capture",
+    "capture": "toolkit.capture",
+    "Finding": "toolkit.diagnose",
+    "diagnose": "toolkit.diagnose",
+    "CaptureError": "toolkit.errors",
+    "ConfigError": "toolkit.errors",
+    "ParseError": "toolkit.errors",
+    "ToolkitError": "toolkit.errors",
+    "UnknownFormat": "toolkit.errors",
+    "chrome_trace": "toolkit.export",
+    "write_chrome_trace": "toolkit.export",
+    "BenchResults": "toolkit.load.bench.results",
+    "load_bench": "toolkit.load.bench.results",
+    "GpuTrace": "toolkit.load.gpu.trace",
+    "Topology": "toolkit.load.gpu.trace",
+    "gpu_roles": "toolkit.load.gpu.trace",
+    "load_compute_apps": "toolkit.load.gpu.trace",
+    "load_gpu_list": "toolkit.load.gpu.trace",
+    "load_gpu_trace": "toolkit.load.gpu.trace",
+    "load_topology": "toolkit.load.gpu.trace",
+    "processes_per_gpu": "toolkit.load.gpu.trace",
+    "load_phase_marks": "toolkit.load.phase_marks",
+    "Metrics": "toolkit.load.prometheus",
+    "load_metrics": "toolkit.load.prometheus",
+    "load_server_requests": "toolkit.load.requests",
+    "Run": "toolkit.load.run",
+    "load_run": "toolkit.load.run",
+    "RunConfig": "toolkit.load.run_config",
+    "read_run_config": "toolkit.load.run_config",
+    "Launch": "toolkit.load.sglang.log",
+    "SGLangLog": "toolkit.load.sglang.log",
+    "load_sglang_log": "toolkit.load.sglang.log",
+    "open_dataset": "toolkit.load.sglang.log",
+}
+
+__all__ = sorted([*_HOMES, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _Facade(types.ModuleType):
+    """The package module: a subpackage named like a facade function (``toolkit.diagnose``,
+    ``toolkit.capture``) never replaces the function when it is first imported."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if (
+            isinstance(value, types.ModuleType)
+            and name in _HOMES
+            and _HOMES[name] == value.__name__
+        ):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Facade
