@@ -191,3 +191,33 @@ def test_multinode_startup_facts_belong_to_their_own_file_launch() -> None:
     for launch in log.launches:
         sources = set(launch.startup.get_column("source"))
         assert sources == {launch.source}, (launch.source, sources)
+
+
+_DECODE = (
+    "[2025-05-25 21:40:{s:02d} PP3] Decode batch, #running-req: 4, #token: 812, "
+    "token usage: 0.01, cuda graph: True, gen throughput (token/s): 88.10, #queue-req: 0"
+)
+_NON_ASCII_WRAPPERS = {
+    "journald-short": "May 25 21:40:{s:02d} nodé sglang-ü[85614]: ",
+    "compose": "sglang-ü-1  | ",
+    "python-logger": "2025-05-25 21:40:{s:02d},531 - sglang.serveur-é - INFO - ",
+    "ray": "(SchedulerÄctor pid=1234, ip=10.0.0.1) ",
+}
+
+
+@pytest.mark.parametrize("wrapper", sorted(_NON_ASCII_WRAPPERS))
+def test_non_ascii_wrapper_text_keeps_the_prefix(wrapper: str, tmp_path) -> None:
+    """A wrapper header holding non-ASCII characters is cut by bytes, not characters: the
+    SGLang prefix after it (time, rank) is still found."""
+    head = _NON_ASCII_WRAPPERS[wrapper]
+    path = tmp_path / "wrapped.log"
+    path.write_text("".join(head.format(s=s) + _DECODE.format(s=s) + "\n" for s in range(6)))
+    log = load_sglang_log(path, cache=False)
+    assert log.sources[0].wrapper == wrapper
+    batches = log.batches
+    assert batches.height == 6
+    assert batches.get_column("pp").to_list() == [3] * 6
+    assert batches.get_column("running_req").to_list() == [4] * 6
+    assert batches.get_column("ts").dt.second().to_list() == list(range(6))
+    messages = log.events.get_column("message")
+    assert messages.str.starts_with("Decode batch, #running-req: 4").all()

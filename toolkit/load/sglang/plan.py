@@ -20,7 +20,7 @@ import polars as pl
 
 from toolkit.load.sglang.batch_line import GRAPH_LABELS, KEY_COLUMN, batch_shape
 from toolkit.load.sglang.overrides import OVERRIDE_PREFIXES, REFUSED_MARK, REFUSED_PREFIX
-from toolkit.load.sglang.wrappers import Wrapper
+from toolkit.load.sglang.wrappers import Wrapper, byte_slice
 
 # SGLang's prefix: [2025-05-25 21:40:21(.123)( DP0 PP3 TP0 ...)] — or time only (0.2.15–0.3.0).
 BRACKET = (
@@ -145,8 +145,8 @@ def _bracket(rest: pl.Expr) -> list[dict[str, pl.Expr]]:
     """
     at, header_at = pl.col("_at"), pl.col("_header_at")
     # find() counts bytes and slice() characters: cut as bytes so glued "███" bars stay exact.
-    glued = rest.cast(pl.Binary).bin.slice(at).cast(pl.String)
-    from_header = rest.cast(pl.Binary).bin.slice(header_at).cast(pl.String)
+    glued = byte_slice(rest, at)
+    from_header = byte_slice(rest, header_at)
     inner = pl.col("_inner")
     close = inner.str.find("]", literal=True)
     headers = [rest.str.find(h, literal=True) for h in ("Decode batch", "Prefill batch")]

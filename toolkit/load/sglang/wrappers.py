@@ -39,6 +39,22 @@ class Wrapper:
     split: Callable[[pl.Expr, int | None], Split]
 
 
+def byte_slice(
+    text: pl.Expr, offset: pl.Expr | int, length: pl.Expr | int | None = None
+) -> pl.Expr:
+    """``text`` from byte ``offset`` on (what ``str.find`` returns), at most ``length`` bytes.
+
+    ``str.slice`` counts characters, so a find's offset would cut a line holding any non-ASCII
+    character before it in the wrong place. Offsets and ends fall on ASCII separators, so the
+    cut text stays valid UTF-8; a negative length counts as 0.
+    """
+    if isinstance(length, pl.Expr):
+        length = length.clip(lower_bound=0)
+    elif length is not None:
+        length = max(length, 0)
+    return text.cast(pl.Binary).bin.slice(offset, length).cast(pl.String, strict=False)
+
+
 _NO_TS = pl.lit(None, pl.Datetime("us"))
 _NO_TEXT = pl.lit(None, pl.String)
 _OK, _END, _AT = pl.col("_wok"), pl.col("_wend"), pl.col("_wat")
@@ -66,7 +82,7 @@ def _journal(width: int, iso: bool) -> Callable[[pl.Expr, int | None], Split]:
     def split(line: pl.Expr, year: int | None) -> Split:
         end = line.str.find(" ", literal=True) if iso else pl.lit(width)
         if iso:
-            ts = _iso_ts(line.str.head(_END))
+            ts = _iso_ts(byte_slice(line, 0, _END))
         elif year is not None:
             text = pl.concat_str(pl.lit(f"{year} "), line.str.head(width))
             ts = text.str.strptime(pl.Datetime("us"), "%Y %b %e %H:%M:%S%.f", strict=False)
@@ -74,9 +90,9 @@ def _journal(width: int, iso: bool) -> Callable[[pl.Expr, int | None], Split]:
             ts = _NO_TS  # short format has no year and the log gave none to borrow
         ok = _AT.is_not_null() & (_AT > _END) & (line.str.slice(_END, 1) == " ")
         return Split(
-            pl.when(_OK).then(line.str.slice(_AT + 2)).otherwise(line),
+            pl.when(_OK).then(byte_slice(line, _AT + 2)).otherwise(line),
             pl.when(_OK).then(ts),
-            pl.when(_OK).then(line.str.slice(_END + 1, _AT - _END - 1)),
+            pl.when(_OK).then(byte_slice(line, _END + 1, _AT - _END - 1)),
             _NO_TEXT,
             ({"_wend": end, "_wat": line.str.find(": ", literal=True)}, {"_wok": ok}),
         )
@@ -88,8 +104,8 @@ def _timestamped(line: pl.Expr, year: int | None) -> Split:
     """docker logs -t / kubectl logs --timestamps: RFC 3339 time, one space, the line."""
     ok = (line.str.slice(10, 1) == "T") & (line.str.slice(4, 1) == "-") & _END.is_not_null()
     return Split(
-        pl.when(_OK).then(line.str.slice(_END + 1)).otherwise(line),
-        pl.when(_OK).then(_iso_ts(line.str.head(_END))),
+        pl.when(_OK).then(byte_slice(line, _END + 1)).otherwise(line),
+        pl.when(_OK).then(_iso_ts(byte_slice(line, 0, _END))),
         _NO_TEXT,
         _NO_TEXT,
         ({"_wend": line.str.find(" ", literal=True)}, {"_wok": ok}),
@@ -98,11 +114,11 @@ def _timestamped(line: pl.Expr, year: int | None) -> Split:
 
 def _cri(line: pl.Expr, year: int | None) -> Split:
     """Kubernetes node log: ``<RFC 3339> stdout|stderr F|P <line>``."""
-    stream = line.str.slice(_END + 1, 6)
-    ok = stream.is_in(["stdout", "stderr"]) & line.str.slice(_END + 8, 2).is_in(["F ", "P "])
+    stream = byte_slice(line, _END + 1, 6)
+    ok = stream.is_in(["stdout", "stderr"]) & byte_slice(line, _END + 8, 2).is_in(["F ", "P "])
     return Split(
-        pl.when(_OK).then(line.str.slice(_END + 10)).otherwise(line),
-        pl.when(_OK).then(_iso_ts(line.str.head(_END))),
+        pl.when(_OK).then(byte_slice(line, _END + 10)).otherwise(line),
+        pl.when(_OK).then(_iso_ts(byte_slice(line, 0, _END))),
         _NO_TEXT,
         pl.when(_OK).then(stream),
         ({"_wend": line.str.find(" ", literal=True)}, {"_wok": ok}),
@@ -111,10 +127,10 @@ def _cri(line: pl.Expr, year: int | None) -> Split:
 
 def _compose(line: pl.Expr, year: int | None) -> Split:
     """docker compose logs: ``service-1  | <line>``."""
-    name = line.str.head(_AT.fill_null(0)).str.strip_chars()
+    name = byte_slice(line, 0, _AT.fill_null(0)).str.strip_chars()
     ok = _AT.is_not_null() & (_AT < 80) & ~name.str.contains(" ", literal=True)
     return Split(
-        pl.when(_OK).then(line.str.slice(_AT + 3)).otherwise(line),
+        pl.when(_OK).then(byte_slice(line, _AT + 3)).otherwise(line),
         _NO_TS,
         pl.when(_OK).then(name),
         _NO_TEXT,
@@ -124,16 +140,16 @@ def _compose(line: pl.Expr, year: int | None) -> Split:
 
 def _python_logger(line: pl.Expr, year: int | None) -> Split:
     """A parent Python logger: ``2025-03-07 23:50:27,531 - name - LEVEL - <line>``."""
-    after_name = line.str.slice(26)
-    after_level = after_name.str.slice(_AT + 3)
+    after_name = byte_slice(line, 26)
+    after_level = byte_slice(after_name, _AT + 3)
     level_end = after_level.str.find(" - ", literal=True)
     ok = (line.str.slice(19, 1) == ",") & (line.str.slice(23, 3) == " - ") & _AT.is_not_null()
     ok = ok & level_end.is_not_null()
     ts = line.str.head(23).str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S,%3f", strict=False)
     return Split(
-        pl.when(_OK).then(after_level.str.slice(_END + 3)).otherwise(line),
+        pl.when(_OK).then(byte_slice(after_level, _END + 3)).otherwise(line),
         pl.when(_OK).then(ts),
-        pl.when(_OK).then(after_name.str.head(_AT) + " " + after_level.str.head(_END)),
+        pl.when(_OK).then(byte_slice(after_name, 0, _AT) + " " + byte_slice(after_level, 0, _END)),
         _NO_TEXT,
         ({"_wat": after_name.str.find(" - ", literal=True)}, {"_wok": ok, "_wend": level_end}),
     )
@@ -141,12 +157,12 @@ def _python_logger(line: pl.Expr, year: int | None) -> Split:
 
 def _ray(line: pl.Expr, year: int | None) -> Split:
     """Ray actor output: ``(SchedulerActor pid=1234, ip=10.0.0.1) <line>``."""
-    head = line.str.head(_AT.fill_null(0))
+    head = byte_slice(line, 0, _AT.fill_null(0))
     ok = line.str.starts_with("(") & _AT.is_not_null() & head.str.contains(" pid=", literal=True)
     return Split(
-        pl.when(_OK).then(line.str.slice(_AT + 2)).otherwise(line),
+        pl.when(_OK).then(byte_slice(line, _AT + 2)).otherwise(line),
         _NO_TS,
-        pl.when(_OK).then(line.str.slice(1, _AT - 1)),
+        pl.when(_OK).then(byte_slice(line, 1, _AT - 1)),
         _NO_TEXT,
         ({"_wat": line.str.find(") ", literal=True)}, {"_wok": ok}),
     )
