@@ -130,6 +130,33 @@ def test_busy_per_stage_from_trace_inside_decoding_windows() -> None:
     assert stage_gpu_series(samples, roles, every="1s", max_points=10).height <= 10
 
 
+def test_busy_of_a_slowly_logging_run_reads_its_whole_decoding_time() -> None:
+    """One request under PP: each stage logs a line every 16 s. The windows follow the log's
+    cadence, so the trace between the lines counts; a fixed 10 s gap would cut every line
+    into a window of no length."""
+    batches = _lines([(1, i) for i in range(8)], 2).with_columns(
+        ts=T0 + pl.duration(seconds=pl.col("token") * 16)
+    )
+    seconds = range(-20, 8 * 16 + 20)
+    samples = pl.DataFrame(
+        {
+            "ts": [T0 + timedelta(seconds=s) for s in seconds for _ in (0, 1)],
+            "gpu": [g for _ in seconds for g in (0, 1)],
+            "util_pct": [
+                0.0 if not 0 <= s <= 7 * 16 else 90.0 if g == 0 else 30.0
+                for s in seconds
+                for g in (0, 1)
+            ],
+        },
+        schema_overrides={"gpu": pl.Int32},
+    )
+    roles = pl.DataFrame({"gpu": [0, 1], "pp": [0, 1]}, schema_overrides={"gpu": pl.Int32})
+    busy = stage_busy(batches, samples, roles)
+    assert busy["busy_pct"].to_list() == pytest.approx([90.0, 30.0], abs=1.0)
+    assert busy["samples"].to_list() == [7 * 16] * 2  # a sample stands for the second before it
+    assert stage_busy(batches, samples, roles, max_gap_s=10.0)["samples"].max() <= 8
+
+
 def test_busy_falls_back_to_fwd_occupancy() -> None:
     log = load_sglang_log(DATA / "sglang" / "v0.5.23-pp8.log", cache=False)
     busy = stage_busy(log.batches)

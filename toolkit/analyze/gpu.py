@@ -161,7 +161,7 @@ def oscillation(
     *,
     metric: str | None = None,
     threshold_pct: float = 50.0,
-    max_gap_s: float = 10.0,
+    max_gap_s: float | None = None,
 ) -> pl.DataFrame:
     """Per GPU: the share of samples below ``threshold_pct`` while the server was decoding,
     and the busy % of that time (``series.busy_in_windows``).

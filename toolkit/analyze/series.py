@@ -14,9 +14,9 @@ interval (a pause in recording is not covered). ``busy_in_windows`` weights each
 much of its period overlaps the window and counts the samples a window holds: at coarse
 sampling a window of a few seconds holds one or two, and its share is uncertain.
 
-**Decoding windows.** Stretches in which the server printed ``Decode batch`` lines with no
-pause longer than ``max_gap_s``: GPU samples outside them (startup, an idle server) would
-dilute a busy share.
+**Decoding windows.** Stretches in which the server printed ``Decode batch`` lines without
+a pause, judged against the log's own cadence (or a fixed ``max_gap_s``): GPU samples outside
+them (startup, an idle server) would dilute a busy share.
 
 **Buckets.** Widths are round (1 ms … 500 ms, 1 s, 2 s, 5 s … 1 h, then whole hours) and
 buckets start on the epoch's grid, so a bucket starts at a round clock time. A series is given
@@ -205,13 +205,16 @@ def busy_in_windows(
 WINDOWS = pl.Schema({"start": _T, "end": _T, "lines": pl.UInt32()})
 
 
-def decoding_windows(batches: pl.DataFrame, *, max_gap_s: float = 10.0) -> pl.DataFrame:
-    """Stretches with ``Decode batch`` lines no further apart than ``max_gap_s`` (schema
-    ``WINDOWS``: ``start``, ``end``, ``lines``), in time order.
+def decoding_windows(batches: pl.DataFrame, *, max_gap_s: float | None = None) -> pl.DataFrame:
+    """Stretches of decoding (schema ``WINDOWS``: ``start``, ``end``, ``lines``), in time order.
 
-    ``batches`` is ``SGLangLog.batches``: the lines of every stage count (under PP they print
-    the same micro-batches at about the same time).
+    Without ``max_gap_s`` a stretch ends at a pause of the log's own cadence
+    (``cadence_windows``), so a run logging one line per stage every 15 s is not cut line by
+    line. With it, at any gap between ``Decode batch`` lines longer than that; the lines of
+    every stage count (under PP they print the same micro-batches at about the same time).
     """
+    if max_gap_s is None:
+        return cadence_windows(batches)
     decode = batches.lazy().filter((pl.col("kind") == "decode") & pl.col("ts").is_not_null())
     ts = decode.select(pl.col("ts").cast(_T)).sort("ts").collect()
     if not ts.height:

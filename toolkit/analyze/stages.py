@@ -358,7 +358,7 @@ def stage_busy(
     samples: pl.DataFrame | None = None,
     roles: pl.DataFrame | None = None,
     *,
-    max_gap_s: float = 10.0,
+    max_gap_s: float | None = None,
 ) -> pl.DataFrame:
     """Per stage: how busy its GPUs were while the server decoded (schema ``STAGE_BUSY``).
 
@@ -398,7 +398,7 @@ def _trace_busy(
     batches: pl.DataFrame,
     samples: pl.DataFrame,
     roles: pl.DataFrame | None,
-    max_gap_s: float,
+    max_gap_s: float | None,
 ) -> pl.DataFrame | None:
     """Mean busy % per stage over the trace samples that fall inside decoding windows."""
     windows = decoding_windows(batches, max_gap_s=max_gap_s).with_columns(phase=pl.lit(0, _I))
