@@ -18,7 +18,13 @@ import polars as pl
 
 from toolkit.errors import ToolkitError
 from toolkit.load import compression
-from toolkit.load.assembly import LAUNCH_SPANS, choose_launch, launch_spans, overlap_s
+from toolkit.load.assembly import (
+    LAUNCH_SPANS,
+    choose_launch,
+    launch_spans,
+    overlap_s,
+    owning_launch,
+)
 from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu import trace_formats
@@ -142,11 +148,14 @@ class Run:
         """Finished requests the server recorded (``schema.requests.SERVER_REQUESTS``): its
         metrics-export or JSON request-log files and the request lines of its log; None
         without any. All are written by the server, on the log's clock: no
-        ``clock_offset_s``."""
+        ``clock_offset_s``. ``launch`` is the log launch a log line belongs to
+        (``launch_spans``; null for files of their own and lines before a file's first
+        dump), so a breakdown can keep the launch it analyses."""
         paths = self.files.get(REQUESTS_FORMAT, [])
-        frames = [load_server_requests(paths).table] if paths else []
+        own = load_server_requests(paths).table if paths else None
+        frames = [own.with_columns(launch=pl.lit(None, pl.Int64))] if own is not None else []
         if self.log is not None:
-            frames.append(self.log.requests)
+            frames.append(owning_launch(self.log.requests, self.launch_spans).drop("group"))
         table = pl.concat(frames) if frames else None
         return table if table is not None and table.height else None
 
@@ -203,16 +212,8 @@ class Run:
         group, _ = self.launch_choice
         if not spans.height or spans["group"].n_unique() < 2:
             return lines
-        owners = spans.select("source", "lineno", "launch", "group").sort("source", "lineno")
-        owned = (
-            lines.with_row_index("_row")
-            .sort("source", "lineno")
-            .join_asof(
-                owners, on="lineno", by="source", strategy="backward", check_sortedness=False
-            )
-        )
-        keep = owned.filter(pl.col("group") == group).sort("_row")
-        return keep.drop("_row", "launch", "group")
+        owned = owning_launch(lines, spans)
+        return owned.filter(pl.col("group") == group).drop("launch", "group")
 
     @cached_property
     def gpu_span(self) -> tuple[datetime, datetime] | None:
