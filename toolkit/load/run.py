@@ -40,6 +40,7 @@ from toolkit.load.gpu.trace import (
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
 from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
+from toolkit.load.prometheus import TEXT as METRICS_TEXT
 from toolkit.load.prometheus import Metrics, load_metrics
 from toolkit.load.requests import REQUESTS_FORMAT, load_server_requests
 from toolkit.load.run_config import RunConfig, read_run_config
@@ -64,9 +65,10 @@ class Run:
 
     @property
     def has_inputs(self) -> bool:
-        """Whether the run holds anything to analyse: a server log, results or a GPU trace."""
+        """Whether the run holds anything to analyse: a server log, results, a GPU trace or
+        the server's Prometheus metrics."""
         inputs = {"sglang-log", "sglang-dataset", *BENCH_FORMATS, *trace_formats()}
-        return bool(inputs & set(self.files))
+        return bool((inputs | set(METRICS_FORMATS)) & set(self.files))
 
     @cached_property
     def log(self) -> SGLangLog | None:
@@ -171,8 +173,8 @@ class Run:
     @cached_property
     def metrics(self) -> Metrics | None:
         """The server's Prometheus metrics (``/metrics`` snapshots of ``ppscope capture``, a
-        Prometheus API answer), shifted by ``clock_offset_s`` like the GPU trace; None
-        without any."""
+        Prometheus API answer, a saved ``/metrics`` answer), shifted by ``clock_offset_s`` like
+        the GPU trace; None without any. Untimed answers are in ``Metrics.untimed``."""
         paths = [p for fmt in METRICS_FORMATS for p in self.files.get(fmt, [])]
         if not paths:
             return None
@@ -287,6 +289,18 @@ class Run:
                     "run.toml",
                 }
             )
+        untimed = self._untimed_metrics()
+        if untimed:
+            out.append(
+                {
+                    "input": "metrics",
+                    "files": ", ".join(Path(s).name for s in untimed),
+                    "detail": "saved /metrics answers with no time (no date line or HTTP Date "
+                    "header saved with them): their gauges and lifetime counters are listed, "
+                    "but a single untimed snapshot gives no rates and none is placed in a phase "
+                    "(save `date '+%F %T'` before each curl, or use ppscope capture)",
+                }
+            )
         trace, span = self.gpu_span, self.launch_span
         if trace is not None and span is not None and overlap_s(trace, span) <= 0:
             out.append(
@@ -301,6 +315,16 @@ class Run:
                 }
             )
         return out
+
+    def _untimed_metrics(self) -> list[str]:
+        """Saved ``/metrics`` answers of no known time (``Metrics.untimed_sources``)."""
+        if not self.files.get(METRICS_TEXT):
+            return []
+        try:
+            metrics = self.metrics
+        except ToolkitError:
+            return []  # an unreadable file is the loader's error, where it is used
+        return metrics.untimed_sources if metrics is not None else []
 
     @cached_property
     def launch_span(self) -> tuple[datetime, datetime] | None:
