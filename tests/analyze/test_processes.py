@@ -81,3 +81,17 @@ def test_unmapped_gpus_are_kept_by_uuid_and_an_empty_listing_judges_nothing() ->
     assert judged["gpu"].null_count() == 8 and judged["uuid"].n_unique() == 8
     assert judged["server"].all()
     assert judge_processes(load_compute_apps(GPU_DATA / "apps-empty.csv")).height == 0
+
+
+def test_a_listing_that_names_no_gpu_judges_by_witness_and_name_only(tmp_path: Path) -> None:
+    path = tmp_path / "apps.csv"
+    path.write_text(
+        "pid, process_name, used_gpu_memory [MiB]\n"
+        "85690, sglang::scheduler_TP0, 70000 MiB\n"
+        "85691, sglang::scheduler_TP1, 70000 MiB\n"
+        "4242, /usr/bin/python3, 5000 MiB\n",
+        encoding="utf-8",
+    )
+    judged = _verdicts(judge_processes(load_compute_apps(path)))
+    assert judged[85690][0] is True and judged[85691][0] is True  # not one server per "GPU"
+    assert judged[4242] == (False, "not the server's name or pid")

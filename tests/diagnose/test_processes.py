@@ -84,3 +84,19 @@ def test_an_unmapped_gpu_is_said_so_not_guessed(tmp_path: Path) -> None:
     assert row["gpu_note"].startswith(UUID.format(2) + ": no nvidia-smi -L listing")
     assert "may not be the run's" not in row["gpu_note"]  # the server holds that GPU too
     assert "a GPU of unknown index" in found.summary
+
+
+def test_a_listing_that_names_no_gpu_says_so(tmp_path: Path) -> None:
+    run = _run(tmp_path, [])
+    (run / "apps.csv").write_text(
+        "pid, process_name, used_gpu_memory [MiB]\n"
+        "85690, sglang::scheduler_PP0, 70000 MiB\n"
+        "4242, /usr/bin/python3, 5000 MiB\n",
+        encoding="utf-8",
+    )
+    found = foreign_gpu_process(RunAnalysis(run))
+    assert found is not None and found.evidence["pid"].to_list() == [4242]
+    assert (
+        found.evidence["gpu_note"][0]
+        == "the listing names no GPU (no gpu_uuid or gpu_bus_id field)"
+    )

@@ -40,15 +40,23 @@ def judge_processes(apps: pl.DataFrame, server_pids: Iterable[int] = ()) -> pl.D
     """
     if not apps.height:
         return pl.DataFrame(schema=PROCESSES)
+    # a listing without gpu_uuid or gpu_bus_id names no GPU: each process is its own
     key = pl.coalesce(
-        pl.format("gpu {}", pl.col("gpu")), pl.col("uuid"), pl.col("pci_bus_id"), pl.lit("?")
+        pl.format("gpu {}", pl.col("gpu")),
+        pl.col("uuid"),
+        pl.col("pci_bus_id"),
+        pl.format("pid {}", pl.col("pid")),
+        pl.lit("?"),
     )
     rows = with_listing(apps).with_columns(
         _key=key,
         _listing=pl.format("{}#{}", pl.col("source"), pl.col("snapshot")),
         _mib=pl.col("used_memory_mib").fill_null(0.0),
     )
-    rows = rows.with_columns(_gpu_mib=pl.col("_mib").sum().over("_listing", "_key"))
+    named = pl.any_horizontal(pl.col("gpu", "uuid", "pci_bus_id").is_not_null())
+    rows = rows.with_columns(
+        _gpu_mib=pl.when(named).then(pl.col("_mib").sum().over("_listing", "_key"))
+    )
     rows = rows.with_columns(
         _share=pl.when(pl.col("_gpu_mib") > 0).then(pl.col("_mib") / pl.col("_gpu_mib"))
     )

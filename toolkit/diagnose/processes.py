@@ -62,6 +62,9 @@ def foreign_gpu_process(ctx: RunAnalysis) -> Finding | None:
                 elsewhere += 1  # no layout, and no server process on that GPU
                 continue
             stage, note = None, "no layout known: a GPU the server's processes hold"
+        elif row["uuid"] is None and row["pci_bus_id"] is None:
+            stage = None
+            note = "the listing names no GPU (no gpu_uuid or gpu_bus_id field)"
         else:
             stage = None
             note = (
@@ -84,7 +87,7 @@ def foreign_gpu_process(ctx: RunAnalysis) -> Finding | None:
     if not rows:
         return None
     evidence = pl.DataFrame(rows, schema=_EVIDENCE).sort(
-        "memory_share", descending=True, nulls_last=True
+        "memory_share", "used_memory_mib", descending=True, nulls_last=True
     )
     top = evidence.row(0, named=True)
     share = top["memory_share"]
@@ -93,11 +96,8 @@ def foreign_gpu_process(ctx: RunAnalysis) -> Finding | None:
     where = f"GPU {top['gpu']}" if top["gpu"] is not None else "a GPU of unknown index"
     if top["stage"]:
         where += f" ({top['stage']})"
-    mib = (
-        "memory not listed"
-        if top["used_memory_mib"] is None
-        else (f"{top['used_memory_mib']:.0f} MiB")
-    )
+    used = top["used_memory_mib"]
+    mib = "memory not listed" if used is None else f"{used:.0f} MiB"
     part = f", {share:.0%} of the memory listed there" if share is not None else ""
     summary = (
         f"{evidence.height} process(es) that are not the SGLang server hold {gpus} of the "
@@ -107,6 +107,9 @@ def foreign_gpu_process(ctx: RunAnalysis) -> Finding | None:
     )
     if elsewhere:
         summary += f" {elsewhere} other process(es) on GPUs the run does not use are left out."
+    unjudged = judged.filter(pl.col("server").is_null()).height
+    if unjudged:
+        summary += f" {unjudged} process(es) listed without a name could not be judged."
     return Finding(
         id="foreign-gpu-process",
         severity="medium" if large else "low",
