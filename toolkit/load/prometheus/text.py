@@ -28,7 +28,11 @@ MAX_TEXT_LINE_BYTES = 1 << 20
 """An exposition line is a series and a value; a longer line is something else."""
 _HTTP = re.compile(r"^HTTP/\d(?:\.\d)? \d{3}\b")
 _TIME = re.compile(r"^#?\s*(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d{1,6})?)\s*$")
-_EXPOSITION = re.compile(r"^(?:# (?:HELP|TYPE) )?([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{|\s)")
+_EXPOSITION = re.compile(
+    r"^# (?:HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]*\s"  # a family's comment, or a sample:
+    r"|^[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?[ \t]+[-+]?(?:[0-9.]+(?:[eE][-+]?\d+)?|Inf|NaN)"
+    r"(?:[ \t]+-?\d+)?$"
+)
 _SGLANG = re.compile(r"^(?:# (?:HELP|TYPE) )?sglang:[a-zA-Z0-9_:]*(?:\{|\s)")
 
 
@@ -79,7 +83,7 @@ def text_scrapes(
             skipped.add("time line")
             continue
         if s and s[0] != "#":
-            key = s.rsplit(None, 1)[0] if "}" not in s else s[: s.rfind("}") + 1]
+            key = s[: s.rfind("}") + 1] if "}" in s else s.split(None, 1)[0]
             if key in seen:  # the next answer, saved without a witness
                 yield from _flush(start, ts, block)
                 block, seen, ts, start = [], set(), None, lineno
