@@ -27,6 +27,7 @@ def test_a_log_alone_skips_the_checks_that_need_more(tmp_path: Path) -> None:
     missing = {r["check"]: r["missing"] for r in rows}
     assert missing == {
         "config-not-applied": "launch command",
+        "foreign-gpu-process": "process listing",
         "gpu-idle-bubbles": "GPU trace",
         "scaling-collapse": "benchmark results",
         "unexplained-slowdown": "GPU trace",
@@ -60,8 +61,21 @@ def test_the_launch_command_stands_in_for_the_dump(tmp_path: Path) -> None:
     assert not {"pp-underfilled-slots", "pp-empty-async-slots"} & given
 
 
-def test_a_full_run_skips_nothing() -> None:
-    assert skipped_checks([RunAnalysis(SAMPLE / "pp8")]) == []
+def test_a_full_run_skips_nothing(tmp_path: Path) -> None:
+    """The sample records no process listing: only the check that reads one is skipped, and
+    with a listing nothing is."""
+    rows = skipped_checks([RunAnalysis(SAMPLE / "pp8")])
+    assert [(r["check"], r["missing"]) for r in rows] == [
+        ("foreign-gpu-process", "process listing")
+    ]
+    run = tmp_path / "pp8"
+    shutil.copytree(SAMPLE / "pp8", run)
+    (run / "apps.csv").write_text(
+        "pid, process_name, used_gpu_memory [MiB], gpu_uuid\n"
+        "85690, sglang::scheduler_PP0, 70000 MiB, GPU-3f1a2b4c-0d5e-6f70-8192-a3b4c5d6e7f0\n",
+        encoding="utf-8",
+    )
+    assert skipped_checks([RunAnalysis(run)]) == []
 
 
 def test_diagnose_lists_skipped_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -71,5 +85,5 @@ def test_diagnose_lists_skipped_checks(tmp_path: Path, capsys: pytest.CaptureFix
     assert {s["check"] for s in doc["skipped"]} >= {"gpu-idle-bubbles", "scaling-collapse"}
     assert main(["diagnose", str(tmp_path)]) == 0
     text = capsys.readouterr().out
-    assert "skipped 4 check(s) for lack of input" in text
+    assert "skipped 5 check(s) for lack of input" in text
     assert "gpu-idle-bubbles: no GPU trace; record `nvidia-smi" in text

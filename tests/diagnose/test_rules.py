@@ -17,6 +17,8 @@ throughput, medium ≥ 5 %):
   1 − 67.25/96 = 30 % → high.
 * tp8-prefill: every second window holds a prefill and generates half the rate: half the time
   at half the rate loses 25 % of the decode tokens → high.
+* pp8-foreign-process: a process of another name holds 24000 MiB on GPU 3 beside the
+  scheduler's 70000: 24000 / 94000 = 26 % of the memory listed there ≥ 10 % → medium.
 * pp8-underfilled's residual: the model (Kimi-K2 from the table, an unknown GPU) leaves
   ~50 ms per round, but its bandwidth is a guess, so ``unexplained-slowdown`` stays medium.
 """
@@ -54,6 +56,7 @@ CASES = [
     ("pp-lockstep-logging", "pp8-filled", "info", "pp4-desync"),
     ("unexplained-slowdown", "pp8-underfilled", "medium", "tp8"),
     ("input-mismatch", "pp8-restart", "info", "pp8-underfilled"),
+    ("foreign-gpu-process", "pp8-foreign-process", "medium", "pp8-filled"),
 ]
 HEALTHY = ("tp8", "pp8-filled", "pp8-low-c")
 

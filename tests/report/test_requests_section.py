@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from helpers import TEST_DATA
+from helpers.restart_log import write_restart_log
 
 from toolkit.report import sections as views
 from toolkit.report.display import chart_spec
@@ -66,3 +67,13 @@ def test_time_stats_only_run_is_not_drawn_as_a_ttft(tmp_path: Path) -> None:
     assert "cannot be split" in view.html()
     (record,) = view.record["requests"]
     assert record["phases"]["queue_median_ms"][0] is not None
+
+
+def test_requests_of_another_start_are_left_out_and_counted(tmp_path: Path) -> None:
+    run = tmp_path / "restart"
+    run.mkdir()
+    write_restart_log(run / "server.log")
+    view = views.request_split(views.load_runs([run], progress=False))
+    (record,) = view.record["requests"]
+    assert record["phases"]["requests"].sum() == 2  # b1, b2 of the analysed start
+    assert "3 request(s) (6 record(s)) of another server start" in view.html()

@@ -18,7 +18,13 @@ from toolkit.schema.requests import (
     SERVER_REQUESTS,
 )
 
-__all__ = ["PHASE_SLACK_S", "merged_requests", "request_breakdown", "request_timeline"]
+__all__ = [
+    "PHASE_SLACK_S",
+    "merged_requests",
+    "request_breakdown",
+    "request_timeline",
+    "requests_of_phases",
+]
 
 PHASE_SLACK_S = 5.0
 """A request that arrived this long before its phase's first decode line still belongs to it
@@ -41,6 +47,41 @@ def merged_requests(requests: pl.DataFrame) -> pl.DataFrame:
     out = pl.concat([merged.select(SERVER_REQUESTS.names()), ranked.filter(pl.col("rid").is_null())
                      .select(SERVER_REQUESTS.names())])  # fmt: skip
     return out.cast(dict(SERVER_REQUESTS)).sort("ts", "source", "lineno", nulls_last=True)
+
+
+def requests_of_phases(
+    requests: pl.DataFrame, phases: pl.DataFrame | None, launches: pl.DataFrame | None
+) -> pl.DataFrame:
+    """``requests`` without the rows of log launches whose span overlaps none of ``phases``.
+
+    ``requests`` carry ``launch`` (``Run.server_requests``); ``launches`` is
+    ``assembly.LAUNCH_SPANS`` (dump to last batch line). A restart with other flags is
+    another configuration: its requests are not the phases'. Rows of no launch (files of
+    their own, lines before a file's first dump), launches with no time and every row when
+    there are no phases or no spans are kept.
+    """
+    if (
+        "launch" not in requests.columns
+        or launches is None
+        or not launches.height
+        or phases is None
+        or not phases.height
+    ):
+        return requests
+    _us = pl.Datetime("us")
+    windows = phases.select(
+        pl.col("start").cast(_us).alias("_ps"), pl.col("end").cast(_us).alias("_pe")
+    ).drop_nulls()
+    spans = launches.select(
+        "launch",
+        pl.coalesce("start", "end").cast(_us).alias("_ls"),
+        pl.coalesce("end", "start").cast(_us).alias("_le"),
+    )
+    untimed = spans.filter(pl.col("_ls").is_null())["launch"].to_list()
+    meets = (pl.col("_ps") <= pl.col("_le")) & (pl.col("_pe") >= pl.col("_ls"))
+    overlapping = spans.drop_nulls().join(windows, how="cross").filter(meets)["launch"]
+    keep = sorted({*overlapping.to_list(), *untimed})
+    return requests.filter(pl.col("launch").is_null() | pl.col("launch").is_in(keep))
 
 
 def _with_phase(requests: pl.DataFrame, phases: pl.DataFrame | None) -> pl.DataFrame:
@@ -77,14 +118,22 @@ def _with_phase(requests: pl.DataFrame, phases: pl.DataFrame | None) -> pl.DataF
     return dated.join(placed, on="_row", how="left", maintain_order="left").drop("_row")
 
 
-def request_breakdown(requests: pl.DataFrame, phases: pl.DataFrame | None = None) -> pl.DataFrame:
+def request_breakdown(
+    requests: pl.DataFrame,
+    phases: pl.DataFrame | None = None,
+    *,
+    launches: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """Per phase: server-side TTFT split into queueing and the rest (prefill), decode time per
     output token, and the share of end-to-end time spent queueing (``REQUEST_BREAKDOWN``).
 
     ``requests``: ``SERVER_REQUESTS`` rows (merged per request id here); ``phases``: a frame
     with ``phase``, ``start``, ``end`` and optionally ``offered`` (``analyze.phases``); a
     request belongs to the phase it arrived in. Without phases, one row covers every request.
+    With ``launches`` (``LAUNCH_SPANS``) only the launches the phases overlap count
+    (``requests_of_phases``).
     """
+    requests = requests_of_phases(requests, phases, launches)
     rows = _with_phase(merged_requests(requests), phases)
     if not rows.height:
         return pl.DataFrame(schema=REQUEST_BREAKDOWN)
@@ -119,11 +168,17 @@ def request_breakdown(requests: pl.DataFrame, phases: pl.DataFrame | None = None
 
 
 def request_timeline(
-    requests: pl.DataFrame, phases: pl.DataFrame | None = None, *, max_points: int = 20_000
+    requests: pl.DataFrame,
+    phases: pl.DataFrame | None = None,
+    *,
+    max_points: int = 20_000,
+    launches: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """One row per request with its arrival, queue end, first token and end, for a chart
     (``REQUEST_TIMELINE``); evenly thinned to ``max_points`` rows. Requests without an
-    arrival time are left out."""
+    arrival time, and with ``launches`` those of launches the phases do not overlap
+    (``requests_of_phases``), are left out."""
+    requests = requests_of_phases(requests, phases, launches)
     rows = _with_phase(merged_requests(requests), phases).filter(pl.col("ts").is_not_null())
     step = max(1, -(-rows.height // max(max_points, 1)))
     rows = rows.gather_every(step)

@@ -364,6 +364,12 @@ def _describe_metrics(f: dict[str, Any]) -> str:
     ranks = ", ".join(f"PP{r}" for r in f["pp_ranks"]) or "no pp_rank label"
     lines.append(f"  {f['series']} series over {f['scrapes']} scrapes, {span}; {ranks}")
     lines += wrapped(f"metrics: {', '.join(f['metrics']) or '-'}", indent="  ")
+    if f.get("untimed_scrapes"):
+        lines += wrapped(
+            f"{f['untimed_scrapes']} scrape(s) of no known time: {f['untimed_rows']} values "
+            "listed as read (lifetime counters, no rates)",
+            indent="  ",
+        )
     for note in f["notes"]:
         lines.append(f"  note: {note}")
     return "\n".join(lines)

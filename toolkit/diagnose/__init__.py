@@ -10,6 +10,7 @@ severity, then by the share of throughput each explains. A rule is one function 
 ``running-cap``             a limit holds requests in the queue (names it)
 ``kv-cache-pressure``       retractions, or a full KV pool
 ``cuda-graph-miss``         decode steps ran eagerly
+``foreign-gpu-process``     another process than the server holds a GPU of the run
 ``config-not-applied``      a launch flag did not take effect
 ``stage-desync``            stages disagree at the same log ordinal (a bug)
 ``stage-imbalance``         one stage busier than the rest
@@ -38,6 +39,7 @@ from toolkit.diagnose.finding import SEVERITIES, Finding, severity_of
 from toolkit.diagnose.inputs import skipped
 from toolkit.diagnose.kv import kv_cache_pressure
 from toolkit.diagnose.measured_stages import with_measured_stages
+from toolkit.diagnose.processes import foreign_gpu_process
 from toolkit.diagnose.residual import unexplained_slowdown
 from toolkit.diagnose.slots import pp_empty_async_slots, pp_low_concurrency, pp_underfilled_slots
 from toolkit.diagnose.stages import (
@@ -73,6 +75,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("running-cap", running_cap),
     ("kv-cache-pressure", kv_cache_pressure),
     ("cuda-graph-miss", cuda_graph_miss),
+    ("foreign-gpu-process", foreign_gpu_process),
     ("stage-imbalance", stage_imbalance),
     ("prefill-interference", prefill_interference),
     ("queue-backlog", queue_backlog),

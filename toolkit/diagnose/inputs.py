@@ -81,6 +81,13 @@ INPUTS: dict[str, Input] = {
             "--format=csv -lms 100` (or dcgmi dmon) while the benchmark runs",
         ),
         Input(
+            "process listing",
+            lambda ctx: ctx.run.compute_apps is not None,
+            "record `nvidia-smi --query-compute-apps=timestamp,gpu_uuid,pid,process_name,"
+            "used_memory --format=csv` while the benchmark runs, with `nvidia-smi -L` (or a "
+            "GPU trace with uuid) to map its GPUs to indices",
+        ),
+        Input(
             "stage times",
             _has_stage_times,
             "a GPU trace, SGLang ≥ 0.5.16's `fwd occupancy` in the decode lines, or the model's "
@@ -109,6 +116,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "running-cap": ("decode lines",),
     "kv-cache-pressure": ("server log",),
     "cuda-graph-miss": ("CUDA-graph flag",),
+    "foreign-gpu-process": ("process listing",),
     "stage-imbalance": ("stage times",),
     "gpu-idle-bubbles": ("GPU trace", "decode lines"),
     "prefill-interference": ("decode lines",),

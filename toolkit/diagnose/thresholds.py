@@ -29,6 +29,9 @@ MODEL_AGREEMENT = 0.25  # the model sizes a phase only if it reproduces its tok/
 POOL_FULL = 0.95  # token usage counted as a full pool
 POOL_FULL_SHARE = 0.1  # share of decode lines at a full pool that makes it pressure
 
+# Processes on the run's GPUs
+FOREIGN_MEMORY_SHARE = 0.10  # share of a GPU's listed memory a foreign process holds: medium
+
 # CUDA graphs
 ASSUMED_EAGER_SLOWDOWN = 1.5  # eager step over graph step when the log holds no comparison
 MIN_EAGER_SHARE = 0.05  # share of decode tokens on eager steps worth a finding

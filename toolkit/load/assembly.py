@@ -31,6 +31,7 @@ __all__ = [
     "clock_placement",
     "launch_spans",
     "overlap_s",
+    "owning_launch",
 ]
 
 SAME_START_S = 600.0
@@ -99,6 +100,26 @@ def launch_spans(launches: Sequence[Any], batches: pl.DataFrame) -> pl.DataFrame
         .select(LAUNCH_SPANS.names())
         .cast(dict(LAUNCH_SPANS))
     )
+
+
+def owning_launch(lines: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """``lines`` (any frame with ``source`` and ``lineno``) in their order, with ``launch`` and
+    ``group``: the launch whose dump last precedes each line in its file (``spans`` is
+    ``LAUNCH_SPANS``); null before a file's first dump or for a file with none."""
+    owners = spans.select("source", "lineno", "launch", "group").cast(
+        {"source": _S, "lineno": _I, "launch": _I, "group": _I}
+    )
+    keyed = lines.with_row_index("_row").with_columns(
+        _source=pl.col("source").cast(_S), _lineno=pl.col("lineno").cast(_I)
+    )
+    owned = keyed.sort("_source", "_lineno").join_asof(
+        owners.rename({"source": "_source", "lineno": "_lineno"}).sort("_source", "_lineno"),
+        on="_lineno",
+        by="_source",
+        strategy="backward",
+        check_sortedness=False,  # sorted by (source, lineno): each source's lines are in order
+    )
+    return owned.sort("_row").drop("_row", "_source", "_lineno")
 
 
 _SHAPE_KEYS = ("tp_size", "pp_size", "dp_size", "ep_size", "nnodes", "model_path")

@@ -18,7 +18,13 @@ import polars as pl
 
 from toolkit.errors import ToolkitError
 from toolkit.load import compression
-from toolkit.load.assembly import LAUNCH_SPANS, choose_launch, launch_spans, overlap_s
+from toolkit.load.assembly import (
+    LAUNCH_SPANS,
+    choose_launch,
+    launch_spans,
+    overlap_s,
+    owning_launch,
+)
 from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu import trace_formats
@@ -34,6 +40,7 @@ from toolkit.load.gpu.trace import (
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
 from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
+from toolkit.load.prometheus import TEXT as METRICS_TEXT
 from toolkit.load.prometheus import Metrics, load_metrics
 from toolkit.load.requests import REQUESTS_FORMAT, load_server_requests
 from toolkit.load.run_config import RunConfig, read_run_config
@@ -58,9 +65,10 @@ class Run:
 
     @property
     def has_inputs(self) -> bool:
-        """Whether the run holds anything to analyse: a server log, results or a GPU trace."""
+        """Whether the run holds anything to analyse: a server log, results, a GPU trace or
+        the server's Prometheus metrics."""
         inputs = {"sglang-log", "sglang-dataset", *BENCH_FORMATS, *trace_formats()}
-        return bool(inputs & set(self.files))
+        return bool((inputs | set(METRICS_FORMATS)) & set(self.files))
 
     @cached_property
     def log(self) -> SGLangLog | None:
@@ -142,11 +150,14 @@ class Run:
         """Finished requests the server recorded (``schema.requests.SERVER_REQUESTS``): its
         metrics-export or JSON request-log files and the request lines of its log; None
         without any. All are written by the server, on the log's clock: no
-        ``clock_offset_s``."""
+        ``clock_offset_s``. ``launch`` is the log launch a log line belongs to
+        (``launch_spans``; null for files of their own and lines before a file's first
+        dump), so a breakdown can keep the launch it analyses."""
         paths = self.files.get(REQUESTS_FORMAT, [])
-        frames = [load_server_requests(paths).table] if paths else []
+        own = load_server_requests(paths).table if paths else None
+        frames = [own.with_columns(launch=pl.lit(None, pl.Int64))] if own is not None else []
         if self.log is not None:
-            frames.append(self.log.requests)
+            frames.append(owning_launch(self.log.requests, self.launch_spans).drop("group"))
         table = pl.concat(frames) if frames else None
         return table if table is not None and table.height else None
 
@@ -162,8 +173,8 @@ class Run:
     @cached_property
     def metrics(self) -> Metrics | None:
         """The server's Prometheus metrics (``/metrics`` snapshots of ``ppscope capture``, a
-        Prometheus API answer), shifted by ``clock_offset_s`` like the GPU trace; None
-        without any."""
+        Prometheus API answer, a saved ``/metrics`` answer), shifted by ``clock_offset_s`` like
+        the GPU trace; None without any. Untimed answers are in ``Metrics.untimed``."""
         paths = [p for fmt in METRICS_FORMATS for p in self.files.get(fmt, [])]
         if not paths:
             return None
@@ -203,16 +214,8 @@ class Run:
         group, _ = self.launch_choice
         if not spans.height or spans["group"].n_unique() < 2:
             return lines
-        owners = spans.select("source", "lineno", "launch", "group").sort("source", "lineno")
-        owned = (
-            lines.with_row_index("_row")
-            .sort("source", "lineno")
-            .join_asof(
-                owners, on="lineno", by="source", strategy="backward", check_sortedness=False
-            )
-        )
-        keep = owned.filter(pl.col("group") == group).sort("_row")
-        return keep.drop("_row", "launch", "group")
+        owned = owning_launch(lines, spans)
+        return owned.filter(pl.col("group") == group).drop("launch", "group")
 
     @cached_property
     def gpu_span(self) -> tuple[datetime, datetime] | None:
@@ -286,6 +289,18 @@ class Run:
                     "run.toml",
                 }
             )
+        untimed = self._untimed_metrics()
+        if untimed:
+            out.append(
+                {
+                    "input": "metrics",
+                    "files": ", ".join(Path(s).name for s in untimed),
+                    "detail": "saved /metrics answers with no time (no date line or HTTP Date "
+                    "header saved with them): their gauges and lifetime counters are listed, "
+                    "but a single untimed snapshot gives no rates and none is placed in a phase "
+                    "(save `date '+%F %T'` before each curl, or use ppscope capture)",
+                }
+            )
         trace, span = self.gpu_span, self.launch_span
         if trace is not None and span is not None and overlap_s(trace, span) <= 0:
             out.append(
@@ -300,6 +315,16 @@ class Run:
                 }
             )
         return out
+
+    def _untimed_metrics(self) -> list[str]:
+        """Saved ``/metrics`` answers of no known time (``Metrics.untimed_sources``)."""
+        if not self.files.get(METRICS_TEXT):
+            return []
+        try:
+            metrics = self.metrics
+        except ToolkitError:
+            return []  # an unreadable file is the loader's error, where it is used
+        return metrics.untimed_sources if metrics is not None else []
 
     @cached_property
     def launch_span(self) -> tuple[datetime, datetime] | None:

@@ -154,6 +154,21 @@ APP_COUNT_COLUMNS: tuple[Column, ...] = (
     Column("used_memory_mib", _F, "device memory they hold together, MiB (null when unknown)"),
 )
 
+PROCESS_COLUMNS: tuple[Column, ...] = (
+    Column("gpu", pl.Int32(), "GPU index, null when no inventory maps the GPU"),
+    Column("uuid", _S, "GPU UUID"),
+    Column("pci_bus_id", _S, "GPU PCI bus id"),
+    Column("pid", pl.Int64(), "process id"),
+    Column("process_name", _S, "process name as listed"),
+    Column("used_memory_mib", _F, "the most device memory the process held in a listing, MiB"),
+    Column("gpu_listed_mib", _F, "memory of every process on the GPU in that listing, MiB"),
+    Column("memory_share", _F, "used_memory_mib / gpu_listed_mib, 0-1"),
+    Column("listings", pl.Int64(), "listings that show the process"),
+    Column("of_listings", pl.Int64(), "listings in the files"),
+    Column("server", pl.Boolean(), "the SGLang server's process; null when unjudged"),
+    Column("judged_by", _S, "the evidence the verdict rests on"),
+)
+
 GPU_LIST_COLUMNS: tuple[Column, ...] = (
     Column("source", _S, "input file"),
     Column("lineno", pl.Int64(), "1-based line number"),
@@ -182,6 +197,7 @@ TOPOLOGY_DEVICES = schema_of(TOPOLOGY_DEVICE_COLUMNS)
 APPS = schema_of(APPS_COLUMNS)
 APP_COUNTS = schema_of(APP_COUNT_COLUMNS)
 GPU_LIST = schema_of(GPU_LIST_COLUMNS)
+PROCESSES = schema_of(PROCESS_COLUMNS)
 ROLES = schema_of(ROLE_COLUMNS)
 
 GLOSSARY: dict[str, str] = {

@@ -41,4 +41,24 @@ METRIC_COLUMNS: tuple[Column, ...] = (
 )
 METRICS = schema_of(METRIC_COLUMNS)
 
+UNTIMED_COLUMNS: tuple[Column, ...] = (
+    Column("source", _S, "input file"),
+    Column("lineno", pl.Int64(), "first line of the scrape in the file"),
+    Column("metric", _S, "name as exposed"),
+    Column("kind", _S, "gauge, counter or histogram"),
+    Column("part", _S, "value (gauge, counter), or sum or count (histogram)"),
+    Column("pp_rank", _I32, "pipeline stage (label pp_rank); null when not labelled"),
+    Column("tp_rank", _I32, "tensor-parallel rank (label tp_rank); null when not labelled"),
+    Column("dp_rank", _I32, "data-parallel rank (label dp_rank); null when not labelled"),
+    Column("labels", _S, "the other labels as a JSON object, keys sorted ({} when none)"),
+    Column(
+        "value",
+        _F,
+        "as read: a gauge's value, a counter's or histogram part's total since the server "
+        "started (one scrape of no known time: nothing to difference)",
+    ),
+)
+UNTIMED = schema_of(UNTIMED_COLUMNS)
+"""Scrapes of no known time (a saved ``/metrics`` answer without a witness), listed as read."""
+
 GLOSSARY: dict[str, str] = glossary(METRIC_COLUMNS)

@@ -234,6 +234,7 @@ def write(
     label: str,
     cmd: str | None = None,
     extra_lines: list[str] | None = None,
+    files: dict[str, str] | None = None,
 ) -> None:
     out = HERE / name
     out.mkdir(parents=True, exist_ok=True)
@@ -248,9 +249,28 @@ def write(
         (out / "bench.jsonl").write_text(
             "\n".join(bench_line(c, t) for c, t in bench) + "\n", encoding="utf-8"
         )
+    for file_name, text in (files or {}).items():
+        (out / file_name).write_text(text, encoding="utf-8")
     toml = [f'label = "{label}"', f"command = {json.dumps(cmd or command(la))}", "synthetic = true"]
     toml.append('notes = "ppscope diagnose fixture, written by make_fixtures.py"')
     (out / "run.toml").write_text("\n".join(toml) + "\n", encoding="utf-8")
+
+
+def gpu_files(la: Launch, t: float, foreign: dict[int, tuple[int, str, int]]) -> dict[str, str]:
+    """``nvidia-smi -L`` of an 8-GPU host and one ``--query-compute-apps`` listing taken at
+    ``t``: a scheduler per stage (``sglang::scheduler_PP{k}``, pid 85690 + k), plus the
+    ``foreign`` processes, GPU → (pid, name, MiB)."""
+    uuid = "GPU-3f1a2b4c-0d5e-6f70-8192-a3b4c5d6e7f{}"
+    listing = [f"GPU {g}: NVIDIA H100 80GB HBM3 (UUID: {uuid.format(g)})" for g in range(8)]
+    when = (T0 + timedelta(seconds=t)).strftime("%Y/%m/%d %H:%M:%S")
+    apps = ["timestamp, gpu_uuid, pid, process_name, used_gpu_memory [MiB]"]
+    for k in range(la.pp):
+        apps.append(f"{when}.{k:03d}, {uuid.format(k)}, {85690 + k}, sglang::scheduler_PP{k}, "
+                    "70000 MiB")  # fmt: skip
+        if k in foreign:
+            pid, name, mib = foreign[k]
+            apps.append(f"{when}.{k:03d}, {uuid.format(k)}, {pid}, {name}, {mib} MiB")
+    return {"gpus.txt": "\n".join(listing) + "\n", "apps.csv": "\n".join(apps) + "\n"}
 
 
 def main() -> None:
@@ -271,6 +291,15 @@ def main() -> None:
         [Phase(400, [1], 34.3, lines=8, interval=1.2), Phase(440, [4] * 8, 560.0, interval=0.6)],
         [(1, 34.3), (32, 560.0)],
         label="PP8 mbs4",
+    )
+    # The same run with another user's process holding 24000 MiB on stage 3's GPU.
+    write(
+        "pp8-foreign-process",
+        fixed,
+        [Phase(400, [1], 34.3, lines=8, interval=1.2), Phase(440, [4] * 8, 560.0, interval=0.6)],
+        [(1, 34.3), (32, 560.0)],
+        label="PP8 shared GPU",
+        files=gpu_files(fixed, 450.0, {3: (51234, "/home/alice/venv/bin/python", 24000)}),
     )
     # One request cannot fill eight stages: inherent.
     write(

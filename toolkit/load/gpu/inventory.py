@@ -190,6 +190,14 @@ def _bus(bus_id: str) -> str:
     return re.sub(_DOMAIN, r"\1", bus_id.upper())
 
 
+def with_listing(apps: pl.DataFrame) -> pl.DataFrame:
+    """``apps`` with ``snapshot``: the listing of its file each row belongs to (0-based; a new
+    one where the query time jumps by more than ``SNAPSHOT_GAP_S``, one per file untimed)."""
+    step = pl.col("ts").diff().over("source").dt.total_milliseconds().abs()
+    jump = step.fill_null(0) > SNAPSHOT_GAP_S * 1000
+    return apps.with_columns(snapshot=jump.cum_sum().over("source").cast(pl.Int64))
+
+
 def processes_per_gpu(apps: pl.DataFrame) -> pl.DataFrame:
     """How many compute processes each GPU ran in each listing, and the memory they held
     (``toolkit.schema.gpu.APP_COUNTS``); one listing per file when rows carry no time.
@@ -198,12 +206,7 @@ def processes_per_gpu(apps: pl.DataFrame) -> pl.DataFrame:
     """
     if not apps.height:
         return pl.DataFrame(schema=APP_COUNTS)
-    step = pl.col("ts").diff().over("source").dt.total_milliseconds().abs()
-    jump = step.fill_null(0) > SNAPSHOT_GAP_S * 1000
-    keyed = apps.with_columns(
-        snapshot=jump.cum_sum().over("source").cast(pl.Int64),
-        _known=pl.col("used_memory_mib").is_not_null(),
-    )
+    keyed = with_listing(apps).with_columns(_known=pl.col("used_memory_mib").is_not_null())
     counts = keyed.group_by(
         "source", "snapshot", "gpu", "uuid", "pci_bus_id", maintain_order=True
     ).agg(

@@ -1,12 +1,13 @@
 """SGLang's Prometheus metrics (``/metrics`` with ``--enable-metrics``) as one long table.
 
-Three file formats, recognized by content: ``ppscope capture``'s snapshots (``metrics.jsonl``,
-the exposition text of every scrape), a Prometheus HTTP API answer (``query_range``) and
-AIPerf's ``server_metrics_export.parquet``.
+Four file formats, recognized by content: ``ppscope capture``'s snapshots (``metrics.jsonl``,
+the exposition text of every scrape), a Prometheus HTTP API answer (``query_range``),
+AIPerf's ``server_metrics_export.parquet`` and a saved ``/metrics`` answer (``curl``).
 ``load_metrics`` reads any number of them into the declared ``METRICS`` table
 (``toolkit.schema.prometheus``): a row per series per interval, ranks in their own columns,
-counters differenced, histograms as interval means. Everything left out is counted in the
-load's notes.
+counters differenced, histograms as interval means. A saved answer of no known time cannot be
+placed or differenced: its values are listed as read in ``Metrics.untimed`` (``UNTIMED``).
+Everything left out is counted in the load's notes.
 """
 
 from __future__ import annotations
@@ -26,24 +27,40 @@ from toolkit.load.prometheus.query_range import is_query_result, query_samples
 from toolkit.load.prometheus.series import RawSamples, intervals
 from toolkit.load.prometheus.snapshots import is_snapshot_file, snapshots
 from toolkit.load.prometheus.tally import Tally
+from toolkit.load.prometheus.text import is_metrics_text, text_scrapes
 from toolkit.load.registry import Format
-from toolkit.schema.prometheus import METRICS
+from toolkit.schema.prometheus import METRICS, UNTIMED
 
-__all__ = ["FORMATS", "Metrics", "load_metrics", "sniff_metrics_format", "summarize_metrics"]
+__all__ = [
+    "FORMATS",
+    "TEXT",
+    "Metrics",
+    "load_metrics",
+    "sniff_metrics_format",
+    "summarize_metrics",
+]
 
 SNAPSHOTS = "sglang-metrics-jsonl"
 QUERY_RANGE = "prometheus-query-range"
 AIPERF = "aiperf-server-metrics-parquet"
+TEXT = "sglang-metrics-text"
 
 
 @dataclass(frozen=True)
 class Metrics:
-    """The metrics of a run: the ``METRICS`` table, scrapes read, and what was left out."""
+    """The metrics of a run: the ``METRICS`` table, scrapes read, what was left out, and the
+    scrapes of no known time (``UNTIMED``: values as read, counted in ``scrapes`` too)."""
 
     samples: pl.DataFrame
     scrapes: int
     notes: list[str] = field(default_factory=list)
     sources: tuple[str, ...] = ()
+    untimed: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=UNTIMED))
+
+    @property
+    def untimed_sources(self) -> list[str]:
+        """Files holding a scrape of no known time, in load order."""
+        return list(dict.fromkeys(self.untimed["source"].to_list()))
 
     def summary(self) -> dict[str, Any]:
         """What the files hold: series, scrapes, time span, metrics, ranks and notes."""
@@ -62,12 +79,14 @@ class Metrics:
             "metrics": sorted(set(s["metric"].to_list())),
             "pp_ranks": ranks,
             "rows": s.height,
+            "untimed_scrapes": self.untimed.select("source", "lineno").unique().height,
+            "untimed_rows": self.untimed.height,
             "notes": list(self.notes),
         }
 
 
 def _load_snapshots(
-    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool
+    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool, *_: Any
 ) -> int:
     scrapes, reader = 0, ExpositionReader()
     for lineno, ts, text in snapshots(path, tally, strict=strict):
@@ -78,7 +97,7 @@ def _load_snapshots(
 
 
 def _load_query(
-    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool
+    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool, *_: Any
 ) -> int:
     times = set()
     for ts, sample in query_samples(path, tally, strict=strict):
@@ -88,14 +107,36 @@ def _load_query(
 
 
 def _load_aiperf(
-    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool
+    path: Path, raw: RawSamples, frames: list[pl.DataFrame], tally: Tally, strict: bool, *_: Any
 ) -> int:
     frame, scrapes = aiperf_samples(path, tally)
     frames.append(frame)
     return scrapes
 
 
-_READERS = {SNAPSHOTS: _load_snapshots, QUERY_RANGE: _load_query, AIPERF: _load_aiperf}
+def _load_text(
+    path: Path,
+    raw: RawSamples,
+    frames: list[pl.DataFrame],
+    tally: Tally,
+    strict: bool,
+    untimed: RawSamples,
+) -> int:
+    scrapes, reader = 0, ExpositionReader()
+    for lineno, ts, text in text_scrapes(path, tally, strict=strict):
+        scrapes += 1
+        into = raw if ts is not None else untimed
+        for sample in reader.samples(text, tally, f"{path}:{lineno}"):
+            into.add(str(path), lineno, ts, sample)
+    return scrapes
+
+
+_READERS = {
+    SNAPSHOTS: _load_snapshots,
+    QUERY_RANGE: _load_query,
+    AIPERF: _load_aiperf,
+    TEXT: _load_text,
+}
 
 
 def _summarize(path: Path, options: Any = None) -> dict[str, Any]:
@@ -129,6 +170,15 @@ FORMATS: dict[str, Format[Path, Any]] = {
             _summarize,
             "trace",
         ),
+        Format(
+            TEXT,
+            "a saved /metrics answer (curl): SGLang's exposition text, timed by a date line "
+            "or an HTTP Date header saved with it, else listed untimed",
+            is_metrics_text,
+            lambda path, options: load_metrics([path]),
+            _summarize,
+            "trace",
+        ),
     )
 }
 """Format name → ``Format``, in sniffing order."""
@@ -154,16 +204,20 @@ def load_metrics(
         or value that is left out otherwise.
     """
     raw, frames, tally, scrapes, sources = RawSamples(), [], Tally(), 0, []
+    untimed = RawSamples()
     for p in paths:
         path = Path(p)
         fmt = sniff_metrics_format(path)
         if fmt is None:
-            raise UnknownFormat(path, "no /metrics snapshots, Prometheus answer or AIPerf export")
-        scrapes += _READERS[fmt](path, raw, frames, tally, strict)
+            raise UnknownFormat(
+                path, "no /metrics snapshots or answer, Prometheus answer or AIPerf export"
+            )
+        scrapes += _READERS[fmt](path, raw, frames, tally, strict, untimed)
         sources.append(str(path))
     table, resets = intervals(pl.concat([raw.frame(), *frames]), clock_offset_s=clock_offset_s)
     tally.add("reset", n=resets)
-    return Metrics(table.cast(METRICS), scrapes, tally.notes(), tuple(sources))  # type: ignore[arg-type]
+    listed = untimed.frame().select(UNTIMED.names()).cast(dict(UNTIMED))
+    return Metrics(table.cast(METRICS), scrapes, tally.notes(), tuple(sources), listed)  # type: ignore[arg-type]
 
 
 def summarize_metrics(path: str | Path, *, strict: bool = False) -> dict[str, Any]:

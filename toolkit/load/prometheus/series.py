@@ -48,8 +48,8 @@ class RawSamples:
     def __len__(self) -> int:
         return len(self._cols["value"])
 
-    def add(self, source: str, lineno: int | None, ts: datetime, sample: Sample) -> None:
-        """Keep one sample of a scrape taken at ``ts``."""
+    def add(self, source: str, lineno: int | None, ts: datetime | None, sample: Sample) -> None:
+        """Keep one sample of a scrape taken at ``ts`` (None: a scrape of no known time)."""
         key = tuple(sorted(sample.labels.items()))
         split = self._labels.get(key)
         if split is None:

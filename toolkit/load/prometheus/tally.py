@@ -7,12 +7,14 @@ from collections import Counter
 __all__ = ["REASONS", "Tally"]
 
 REASONS: dict[str, str] = {
-    "bucket": "histogram bucket samples summarized by their interval mean (Δsum/Δcount)",
+    "bucket": "histogram bucket samples left out (a histogram is read from its _sum and _count)",
     "created": "_created samples left out (when a series was created: no measurement)",
     "quantile": "summary quantile samples left out (the interval mean is read instead)",
     "non-finite": "NaN or infinite values left out",
     "unreadable": "exposition lines the Prometheus parser rejects",
     "bad line": "lines that are no scrape",
+    "http header": "HTTP status and header lines of a saved answer (its Date gives the time)",
+    "time line": "time lines written before a saved answer (they give its time)",
     "blank": "blank lines",
     "compressed": "compressed stream cut or corrupt: the scrapes before the damage are read",
     "bad result": "query results that are no series of [time, value] pairs",

@@ -229,6 +229,12 @@ class SGLangLog:
                     sizes[tag] = max(sizes.get(tag, 0), n + 1)
         return sizes
 
+    def pids(self) -> frozenset[int]:
+        """Process ids the wrapper headers name (journald ``ident[pid]``, Ray ``pid=``), from
+        the distinct headers the pass kept: no line is read. Empty for a bare log."""
+        found = (decode_header(s.wrapper, h)[1] for s in self.sources for h in s.headers)
+        return frozenset(pid for pid in found if pid is not None)
+
     # ------------------------------------------------------------------ accounting
     @property
     def counts(self) -> dict[str, int]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.requests import request_breakdown, request_timeline
+from toolkit.analyze.requests import request_breakdown, request_timeline, requests_of_phases
 from toolkit.chart.requests import request_timeline_chart, ttft_split_chart
 from toolkit.errors import ToolkitError
 from toolkit.report.runs import RunSet
@@ -37,6 +37,17 @@ def request_split(runs: RunSet, max_points: int = MAX_POINTS) -> View:
             phases = runs.analysis(run).phases
         except ToolkitError:
             phases = None
+        kept = requests_of_phases(table, phases, run.launch_spans)
+        if kept.height < table.height:
+            gone = table.join(kept.select("source", "lineno"), on=["source", "lineno"], how="anti")
+            items.append(
+                note(
+                    f"{label}: {gone['rid'].n_unique()} request(s) ({gone.height} record(s)) of "
+                    "another server start in the log (a restart) are left out: their launch "
+                    "overlaps none of the phases analysed."
+                )
+            )
+        table = kept
         split = request_breakdown(table, phases)
         records.append({"run": label, "phases": split})
         bars = _bars(split)
