@@ -11,7 +11,7 @@ from helpers.fake_tools import install_dcgmi, install_nvidia_smi
 
 from toolkit.capture.gpu import gpu_tool, record_inventory, start_sampler
 from toolkit.capture.processes import Children
-from toolkit.load.gpu.trace import load_gpu_trace, load_topology
+from toolkit.load.gpu.trace import load_compute_apps, load_gpu_trace, load_topology
 from toolkit.load.sniff import sniff
 
 
@@ -33,6 +33,10 @@ def test_nvidia_smi_trace_list_and_topology(tmp_path: Path, bin_dir: Path) -> No
     files = record_inventory(tmp_path, children)
     assert sniff(files["gpus"]) == "nvidia-smi-list"
     assert load_topology(files["topology"]).interconnect == "nvlink"
+    apps = load_compute_apps(files["processes"])
+    assert apps["pid"].to_list() == [4100, 4101]
+    assert apps["used_memory_mib"].to_list() == [71234.0, 71234.0]
+    assert apps["uuid"].null_count() == 0
     sampler = start_sampler("nvidia-smi", tmp_path, children)
     try:
         assert wait_until(lambda: sampler.path.read_text().count("\n") >= 7)

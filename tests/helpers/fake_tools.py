@@ -1,7 +1,8 @@
 """Stand-ins for the programs a capture runs: ``nvidia-smi`` and a benchmark client.
 
 ``install_nvidia_smi(bin_dir, pid_dir)`` writes an executable ``nvidia-smi`` that answers
-``-L``, ``topo -m`` and ``--query-gpu=... --format=csv -lms N`` (a header, then one row per GPU
+``-L``, ``topo -m``, ``--query-compute-apps=...`` (one scheduler per GPU) and
+``--query-gpu=... --format=csv -lms N`` (a header, then one row per GPU
 every N ms, in the real CSV shape, until stopped); each run leaves a file named by its pid in
 ``pid_dir``. ``BENCH`` is a tiny client: it sends requests to ``/v1/completions`` with a fixed
 concurrency and appends one ``sglang.bench_serving``-shaped result line to ``--output``.
@@ -46,6 +47,17 @@ if args[:2] == ["topo", "-m"]:
     print()
     print("  X    = Self")
     print("  NV#  = Connection traversing a bonded set of # NVLinks")
+    sys.exit(0)
+apps = next((a.split("=", 1)[1] for a in args if a.startswith("--query-compute-apps=")), None)
+if apps is not None:
+    names = {"used_memory": "used_gpu_memory [MiB]"}
+    print(", ".join(names.get(f, f) for f in apps.split(",")))
+    for i, (name, uuid) in enumerate(GPUS):
+        values = {"timestamp": datetime.now().strftime("%Y/%m/%d %H:%M:%S.000"),
+                  "gpu_uuid": uuid, "gpu_bus_id": f"00000000:{0x18 + i:02X}:00.0",
+                  "pid": str(4100 + i), "process_name": f"sglang::scheduler_TP{i}",
+                  "used_memory": "71234 MiB"}
+        print(", ".join(values.get(f, "[N/A]") for f in apps.split(",")))
     sys.exit(0)
 query = next((a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")), None)
 if query is None:

@@ -50,15 +50,26 @@ def gpu_tool() -> str | None:
     return None
 
 
+APPS_QUERY = "timestamp,gpu_uuid,gpu_bus_id,pid,process_name,used_memory"
+"""The compute-process fields a capture lists: which GPU (UUID and bus), which process, and
+the memory it holds (``foreign-gpu-process`` reads them)."""
+
+
 def record_inventory(directory: Path, children: Children) -> dict[str, Path]:
-    """``nvidia-smi -L`` and ``nvidia-smi topo -m`` once, each into its own file; the files
-    written (``gpus``, ``topology``). A listing that fails is left out."""
+    """``nvidia-smi -L``, ``nvidia-smi topo -m`` and the compute processes
+    (``--query-compute-apps``) once, each into its own file; the files written (``gpus``,
+    ``topology``, ``processes``). A listing that fails is left out."""
     out: dict[str, Path] = {}
     if not shutil.which("nvidia-smi"):
         return out
     for key, name, argv in (
         ("gpus", "gpus.txt", ["nvidia-smi", "-L"]),
         ("topology", "topology.txt", ["nvidia-smi", "topo", "-m"]),
+        (
+            "processes",
+            "compute-apps.csv",
+            ["nvidia-smi", f"--query-compute-apps={APPS_QUERY}", "--format=csv"],
+        ),
     ):
         path = directory / name
         with path.open("wb") as sink:
