@@ -212,3 +212,16 @@ def test_a_busy_share_read_from_few_samples_carries_no_finding(tmp_path) -> None
     idle = {f.id: f for f in diagnose([ctx])}["gpu-idle-bubbles"]
     named = ", ".join(map(str, sorted(uncertain)))
     assert f"Phase(s) {named} hold fewer than {MIN_BUSY_SAMPLES}" in idle.summary
+
+
+def test_uneven_slots_the_replay_fills_are_not_under_filled() -> None:
+    """The lines show one slot (the first, fullest): 128 running over a logged slot of 21 reads
+    as 6.1 slots, but a replay that fills all 8 with a largest slot of 22 says uneven, not
+    empty. A replay that packs fewer slots, or disagrees with the logged size, changes nothing."""
+    from toolkit.diagnose.slots import _replay_fills
+
+    row = {"replay_active": 8, "replay_slot_max": 22, "slot_req": 21.0}
+    assert _replay_fills(row, 8)
+    assert not _replay_fills({**row, "replay_active": 3}, 8)
+    assert not _replay_fills({**row, "slot_req": 32.0}, 8)
+    assert not _replay_fills({**row, "replay_active": None}, 8)

@@ -18,7 +18,7 @@ import polars as pl
 
 from toolkit.analyze.effects import TripCurve, trip_curve
 from toolkit.diagnose.finding import Finding, severity_of
-from toolkit.diagnose.thresholds import MIN_BUSY_SAMPLES, SLOT_TOLERANCE
+from toolkit.diagnose.thresholds import MIN_BUSY_SAMPLES, REPLAY_SLOT_SLACK, SLOT_TOLERANCE
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = [
@@ -42,12 +42,29 @@ def _judged(ctx: RunAnalysis) -> list[dict[str, Any]]:
         enough = running >= p - SLOT_TOLERANCE and (offered is None or offered >= p)
         if not enough:
             verdict = "inherent: fewer requests than stages"
-        elif active < p - SLOT_TOLERANCE:
+        elif active < p - SLOT_TOLERANCE and not _replay_fills(r, p):
             verdict = "under-filled"
+        elif active < p - SLOT_TOLERANCE:
+            verdict = "filled: uneven slots (replay)"
         else:
             verdict = "filled"
         rows.append({**r, "verdict": verdict})
     return rows
+
+
+def _replay_fills(r: dict[str, Any], p: int) -> bool:
+    """The admission replay of the phase's burst fills every stage's slot, and its largest slot
+    is the size the lines show.
+
+    With ``decode_log_interval`` a multiple of the slot count the lines show one slot, the same
+    one every time: the first admitted, the fullest when admission front-packs. Dividing the
+    running requests by it then counts too few slots when they are uneven; a replay that fills
+    them all and agrees with the logged size says they are uneven, not empty.
+    """
+    full, top, seen = r.get("replay_active"), r.get("replay_slot_max"), r.get("slot_req")
+    if not full or not top or not seen:
+        return False
+    return full >= p - SLOT_TOLERANCE and abs(seen - top) <= REPLAY_SLOT_SLACK * top
 
 
 def _evidence(rows: list[dict[str, Any]], model: bool = False) -> pl.DataFrame:
@@ -111,12 +128,15 @@ def measured_round(ctx: RunAnalysis, r: dict[str, Any]) -> float | None:
 
 def trip_points(ctx: RunAnalysis, rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
     """(micro-batch size, round s) of the phases whose slots were fewer than the stages: there
-    each micro-batch's trip round the ring is the round."""
+    each micro-batch's trip round the ring is the round. A phase whose slots were all held but
+    uneven (``_replay_fills``) is no such point: its round is not one trip of the logged slot."""
     out = []
     for r in rows:
         active, slot = r["active_slots_est"], r["slot_req"]
         rnd = measured_round(ctx, r)
         if rnd is None or not slot or active is None or active >= ctx.pp - SLOT_TOLERANCE:
+            continue
+        if r["verdict"].startswith("filled"):
             continue
         out.append((float(slot), rnd))
     return out

@@ -18,6 +18,7 @@ MEDIUM_IMPACT = 0.05
 
 # Micro-batch slots
 SLOT_TOLERANCE = 0.5  # active-slot estimates carry ~10 % noise: half a slot short is no fault
+REPLAY_SLOT_SLACK = 0.15  # the logged slot "is" the replay's largest within this share of it
 
 # Admission
 QUEUED_SHARE = 0.3  # share of a phase's decode lines with waiters that makes it queued
