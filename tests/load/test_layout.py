@@ -129,3 +129,38 @@ def test_stages_are_mapped_to_gpus_without_a_dump(tmp_path: Path) -> None:
     roles = RunAnalysis(tmp_path).roles
     assert roles is not None
     assert roles["gpu"].to_list() == list(range(8)) and roles["pp"].to_list() == list(range(8))
+
+
+def _uuid_run(tmp_path: Path, listed: str) -> Path:
+    """A PP2 launch on the GPUs ``listed`` by UUID, with an nvidia-smi trace printing uuid."""
+    (tmp_path / "run.toml").write_text(
+        f'command = "CUDA_VISIBLE_DEVICES={listed} python -m sglang.launch_server '
+        '--model-path m --pp-size 2"\n'
+    )
+    rows = ["timestamp, index, uuid, utilization.gpu [%], memory.used [MiB]"]
+    for k in range(3):
+        for gpu, uuid in enumerate(UUIDS):
+            rows.append(f"2026/05/01 10:00:0{k}.{gpu:03d}, {gpu}, {uuid}, {10 * gpu} %, 100 MiB")
+    (tmp_path / "gpu.csv").write_text("\n".join(rows) + "\n")
+    return tmp_path
+
+
+UUIDS = [f"GPU-{g}a3f0c1d-2b4e-4c6f-8a9b-{g:012d}" for g in range(4)]
+
+
+def test_a_run_resolves_visible_uuids_through_its_trace(tmp_path: Path) -> None:
+    run = load_run(_uuid_run(tmp_path, f"{UUIDS[3]},{UUIDS[1][:12]}"))
+    roles = RunAnalysis(run).roles
+    assert roles is not None
+    assert roles.select("pp", "gpu").sort("pp").rows() == [(0, 3), (1, 1)]
+    assert not [m for m in run.mismatches if m["input"] == "CUDA_VISIBLE_DEVICES"]
+
+
+def test_a_visible_uuid_the_run_does_not_list_is_said(tmp_path: Path) -> None:
+    run = load_run(_uuid_run(tmp_path, f"{UUIDS[0]},GPU-ffffffff-0000"))
+    roles = RunAnalysis(run).roles
+    assert roles is not None
+    assert roles.select("pp", "gpu").sort("pp").rows() == [(0, 0), (1, None)]
+    notes = [m for m in run.mismatches if m["input"] == "CUDA_VISIBLE_DEVICES"]
+    assert len(notes) == 1 and notes[0]["files"] == "run.toml"
+    assert notes[0]["detail"].startswith("GPU-ffffffff-0000 is named by UUID")

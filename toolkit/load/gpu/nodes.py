@@ -54,8 +54,11 @@ class NodePlacement:
     def apply(self, samples: pl.DataFrame) -> pl.DataFrame:
         """``samples`` with their ``node`` filled (null where not placed), rows kept in order."""
         nodes = self.units.select("source", "host", pl.col("node").alias("_node"))
-        out = samples.join(nodes, on=["source", "host"], how="left", nulls_equal=True)
-        return out.with_columns(node=pl.col("_node")).drop("_node").select(samples.columns)
+        out = samples.join(
+            nodes, on=["source", "host"], how="left", nulls_equal=True, maintain_order="left"
+        )
+        columns = samples.columns if "node" in samples.columns else [*samples.columns, "node"]
+        return out.with_columns(node=pl.col("_node")).select(columns)
 
     def describe(self) -> str:
         """One line: ``gpu-node0.csv → node 0, gpu-node1.csv → node 1 (file name)``."""
