@@ -124,7 +124,7 @@ class Run:
             root=self.path,
         )
 
-    @property
+    @cached_property
     def node_samples(self) -> pl.DataFrame | None:
         """The GPU trace's samples with their ``node`` filled (``gpu_nodes``); None without."""
         if self.gpu is None or self.gpu_nodes is None:

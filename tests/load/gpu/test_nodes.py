@@ -18,6 +18,7 @@ import pytest
 from helpers import TEST_DATA
 from helpers.scenarios import build
 
+from toolkit.analyze.timeline import stage_gpu_series
 from toolkit.load.gpu.nodes import place_nodes
 from toolkit.load.run import load_run
 from toolkit.run_analysis import RunAnalysis
@@ -117,6 +118,12 @@ def test_two_node_traces_named_by_node_give_each_stage_its_own_gpus(tmp_path: Pa
     assert _stage_busy(directory) == {0: 90.0, 1: 90.0, 2: 90.0, 3: 90.0,
                                       4: 0.0, 5: 0.0, 6: 0.0, 7: 0.0}  # fmt: skip
     assert not [m for m in run.mismatches if m["input"] == "GPU trace nodes"]
+    ctx = RunAnalysis(run)
+    assert ctx.gpu_samples is not None
+    series = stage_gpu_series(ctx.gpu_samples, ctx.roles, every="1s")
+    per_gpu = series.group_by("node", "gpu", "pp").agg(pl.col("busy_pct").mean()).sort("pp")
+    assert per_gpu.select("node", "gpu", "pp").rows() == [(p // 4, p % 4, p) for p in range(8)]
+    assert per_gpu["busy_pct"].to_list() == [90.0] * 4 + [0.0] * 4
 
 
 def test_traces_no_witness_places_are_left_out_and_said(tmp_path: Path) -> None:

@@ -52,13 +52,19 @@ class NodePlacement:
     problems: tuple[str, ...] = ()
 
     def apply(self, samples: pl.DataFrame) -> pl.DataFrame:
-        """``samples`` with their ``node`` filled (null where not placed), rows kept in order."""
-        nodes = self.units.select("source", "host", pl.col("node").alias("_node"))
-        out = samples.join(
-            nodes, on=["source", "host"], how="left", nulls_equal=True, maintain_order="left"
-        )
-        columns = samples.columns if "node" in samples.columns else [*samples.columns, "node"]
-        return out.with_columns(node=pl.col("_node")).select(columns)
+        """``samples`` with their ``node`` filled (null where not placed); the other columns
+        are shared, not copied."""
+        node = pl.lit(None, _I32)
+        placed = self.units.filter(pl.col("node").is_not_null())
+        if placed.height == self.units.height and placed["node"].n_unique() == 1:
+            node = pl.lit(placed["node"][0], _I32)
+        else:
+            for source, host, rank in placed.select("source", "host", "node").iter_rows():
+                unit = (pl.col("source") == source) & pl.col("host").eq_missing(
+                    pl.lit(host, pl.String)
+                )
+                node = pl.when(unit).then(pl.lit(rank, _I32)).otherwise(node)
+        return samples.with_columns(node=node)
 
     def describe(self) -> str:
         """One line: ``gpu-node0.csv → node 0, gpu-node1.csv → node 1 (file name)``."""
