@@ -157,17 +157,20 @@ def place_nodes(
     out = _units(units, found)
     lost = out.filter(pl.col("node").is_null())
     if lost.height:
-        files = ", ".join(sorted({Path(s).name for s in lost["source"]}))
+        names = sorted({Path(s).name for s in lost["source"]})
+        files = ", ".join(names)
         problems.append(
             f"{int(lost['samples'].sum())} sample(s) of {files} could not be placed on a node of "
             f"the {nnodes}-node launch (no host the logs name, no node in the file names), so "
             "no stage uses them (one GPU index on several nodes would mix stages): declare "
-            'each file\'s node in run.toml, [gpu_trace.nodes] "gpu-node0.csv" = 0'
+            f'each file\'s node in run.toml, [gpu_trace.nodes] "{names[0]}" = <node rank>'
         )
     return NodePlacement(out, tuple(problems))
 
 
-def _units(units: pl.DataFrame, found: Mapping[tuple[str, str | None], tuple[int, str]]) -> Any:
+def _units(
+    units: pl.DataFrame, found: Mapping[tuple[str, str | None], tuple[int, str]]
+) -> pl.DataFrame:
     rows = [
         (s, h, *found.get((s, h), (None, None)), n)
         for s, h, n in units.select("source", "host", "samples").iter_rows()
