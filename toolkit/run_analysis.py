@@ -262,13 +262,12 @@ class RunAnalysis:
         does not overlap the launch or prints no time (``Run.mismatches`` says so). Samples
         without a time are left out; a trace whose clock is clearly off (``clock_shift``) is
         shifted onto the log's, and the diagnosis says so."""
-        trace = self.run.gpu
-        if trace is not None and self.gpu_placed and self.gpu_placement is not None:
-            placed = trace.samples.filter(pl.col("elapsed_s").is_not_null())
+        samples = self.run.node_samples  # the trace, each sample on its node
+        if samples is not None and self.gpu_placed and self.gpu_placement is not None:
+            placed = samples.filter(pl.col("elapsed_s").is_not_null())
             return placed.with_columns(ts=gpu_clock.at_elapsed(self.gpu_placement[0]))
         if any(m["input"] == "GPU trace" for m in self.run.mismatches):
             return None
-        samples = trace.samples if trace is not None else None
         if not isinstance(samples, pl.DataFrame) or not samples.height:
             return None
         samples = samples.filter(pl.col("ts").is_not_null())
@@ -298,7 +297,7 @@ class RunAnalysis:
         except ImportError:
             return None
         try:
-            return gpu_roles(layout)
+            return gpu_roles(layout, inventory=self.run.gpu_inventory)
         except ToolkitError:
             return None
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 from helpers import TEST_DATA
 
 from toolkit import load_run
 from toolkit.errors import ToolkitError
-from toolkit.load.gpu.roles import gpu_roles
+from toolkit.load.gpu.roles import device_index, gpu_roles, unresolved_devices
 from toolkit.load.layout import resolve_layout
 from toolkit.load.sglang.server_args import parse_launch_command
 from toolkit.run_analysis import RunAnalysis
@@ -81,10 +82,40 @@ def test_the_command_places_the_gpus() -> None:
     assert gpu_roles(shifted)["gpu"].to_list() == [6, 7]  # ordinals 2, 3 of the listed GPUs
 
 
-def test_visible_devices_that_name_no_index_are_not_mapped() -> None:
+def test_visible_devices_by_uuid_map_through_the_inventory() -> None:
+    """UUIDs (whole, a unique prefix, a MIG device of a GPU) are kept and resolved by an
+    inventory of the run; without one their ranks have no index and are named by UUID."""
 
-    env = {"__env__": {"CUDA_VISIBLE_DEVICES": "GPU-ef775c08-e61a,GPU-480048db-5f45"}}
-    assert resolve_layout(None, command={"pp_size": 2, **env}).visible_devices is None
+    uuids = "GPU-ef775c08-e61a-4d3c-9a1e-5c0ffee00001,GPU-480048db"
+    env = {"__env__": {"CUDA_VISIBLE_DEVICES": uuids}}
+    layout = resolve_layout(None, command={"pp_size": 2, **env})
+    assert layout.visible_devices == ("GPU-ef775c08-e61a-4d3c-9a1e-5c0ffee00001", "GPU-480048db")
+    blind = gpu_roles(layout)
+    assert blind["gpu"].to_list() == [None, None]
+    assert blind["label"].to_list()[1] == "PP1 (GPU-480048db)"
+    inventory = pl.DataFrame(
+        {
+            "gpu": [0, 3, 5],
+            "uuid": [
+                "GPU-11111111-2222-3333-4444-555555555555",
+                "GPU-480048db-5f45-1c2d-8e9f-0a1b2c3d4e5f",
+                "GPU-EF775C08-E61A-4D3C-9A1E-5C0FFEE00001",
+            ],
+        },
+        schema={"gpu": pl.Int32, "uuid": pl.String},
+    )
+    roles = gpu_roles(layout, inventory=inventory)
+    assert roles.select("pp", "gpu").rows() == [(1, 3), (0, 5)]
+    assert unresolved_devices(layout.visible_devices, inventory) == []
+    assert unresolved_devices(("GPU-deadbeef", 2), inventory) == ["GPU-deadbeef"]
+    mig = "MIG-GPU-480048db-5f45-1c2d-8e9f-0a1b2c3d4e5f/1/0"
+    assert device_index(mig, inventory) == 3
+    assert device_index("GPU-", inventory) is None  # a prefix of all three: not one GPU
+    odd = {"__env__": {"CUDA_VISIBLE_DEVICES": "0,nvidia1"}}
+    assert resolve_layout(None, command={"pp_size": 2, **odd}).visible_devices is None
+
+
+def test_too_few_visible_devices_for_the_layout_is_an_error() -> None:
     short = resolve_layout(None, command={"pp_size": 4, "__env__": {"CUDA_VISIBLE_DEVICES": "0,1"}})
     with pytest.raises(ToolkitError, match="CUDA_VISIBLE_DEVICES lists 2 GPUs"):
         gpu_roles(short)
@@ -98,3 +129,38 @@ def test_stages_are_mapped_to_gpus_without_a_dump(tmp_path: Path) -> None:
     roles = RunAnalysis(tmp_path).roles
     assert roles is not None
     assert roles["gpu"].to_list() == list(range(8)) and roles["pp"].to_list() == list(range(8))
+
+
+def _uuid_run(tmp_path: Path, listed: str) -> Path:
+    """A PP2 launch on the GPUs ``listed`` by UUID, with an nvidia-smi trace printing uuid."""
+    (tmp_path / "run.toml").write_text(
+        f'command = "CUDA_VISIBLE_DEVICES={listed} python -m sglang.launch_server '
+        '--model-path m --pp-size 2"\n'
+    )
+    rows = ["timestamp, index, uuid, utilization.gpu [%], memory.used [MiB]"]
+    for k in range(3):
+        for gpu, uuid in enumerate(UUIDS):
+            rows.append(f"2026/05/01 10:00:0{k}.{gpu:03d}, {gpu}, {uuid}, {10 * gpu} %, 100 MiB")
+    (tmp_path / "gpu.csv").write_text("\n".join(rows) + "\n")
+    return tmp_path
+
+
+UUIDS = [f"GPU-{g}a3f0c1d-2b4e-4c6f-8a9b-{g:012d}" for g in range(4)]
+
+
+def test_a_run_resolves_visible_uuids_through_its_trace(tmp_path: Path) -> None:
+    run = load_run(_uuid_run(tmp_path, f"{UUIDS[3]},{UUIDS[1][:12]}"))
+    roles = RunAnalysis(run).roles
+    assert roles is not None
+    assert roles.select("pp", "gpu").sort("pp").rows() == [(0, 3), (1, 1)]
+    assert not [m for m in run.mismatches if m["input"] == "CUDA_VISIBLE_DEVICES"]
+
+
+def test_a_visible_uuid_the_run_does_not_list_is_said(tmp_path: Path) -> None:
+    run = load_run(_uuid_run(tmp_path, f"{UUIDS[0]},GPU-ffffffff-0000"))
+    roles = RunAnalysis(run).roles
+    assert roles is not None
+    assert roles.select("pp", "gpu").sort("pp").rows() == [(0, 0), (1, None)]
+    notes = [m for m in run.mismatches if m["input"] == "CUDA_VISIBLE_DEVICES"]
+    assert len(notes) == 1 and notes[0]["files"] == "run.toml"
+    assert notes[0]["detail"].startswith("GPU-ffffffff-0000 is named by UUID")

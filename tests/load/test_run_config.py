@@ -136,3 +136,30 @@ def test_a_start_is_a_local_date_time(tmp_path: Path, value: str) -> None:
     with pytest.raises(ConfigError, match=r"gpu_trace\.start must be a local date-time") as e:
         read_run_config(tmp_path)
     assert e.value.lineno == 3
+
+
+def test_trace_nodes_map_files_to_node_ranks(tmp_path: Path) -> None:
+    """``[gpu_trace.nodes]``: which node of a multi-node launch wrote each trace file."""
+    (tmp_path / "run.toml").write_text('[gpu_trace.nodes]\n"gpu-a.csv" = 0\n"node-b/gpu.csv" = 1\n')
+    config = read_run_config(tmp_path)
+    assert config.gpu_trace_nodes == (("gpu-a.csv", 0), ("node-b/gpu.csv", 1))
+    assert RunConfig().gpu_trace_nodes == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ('[gpu_trace.nodes]\n"a.csv" = -1\n', 2, "gpu_trace.nodes.a.csv must be a node rank"),
+        ('[gpu_trace.nodes]\n"a.csv" = "1"\n', 2, "not a string"),
+        ('[gpu_trace.nodes]\n"a.csv" = true\n', 2, "not a boolean"),
+        ('[gpu_trace]\nnodes = {"a.csv" = 1.5}\n', 2, "not a number"),
+        ('[gpu_trace]\nnodes = "a.csv"\n', 2, "must be a table of trace file = node rank"),
+    ],
+)
+def test_bad_trace_nodes_name_the_key_and_line(
+    tmp_path: Path, text: str, line: int, message: str
+) -> None:
+    (tmp_path / "run.toml").write_text(text)
+    with pytest.raises(ConfigError, match=message) as e:
+        read_run_config(tmp_path)
+    assert e.value.lineno == line

@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.analyze import series
+from toolkit.load.gpu.roles import join_roles
 from toolkit.schema.gpu import METRICS
 
 GLOSSARY: dict[str, str] = {
@@ -45,11 +46,11 @@ DOWNSAMPLED = pl.Schema(
 
 
 def _keys(samples: pl.DataFrame) -> list[str]:
-    """GPU identity: the index, plus host and MIG instance where a trace has them."""
+    """GPU identity: the index, plus node, host and MIG instance where a trace has them."""
     keys = ["gpu"]
-    for extra in ("host", "mig_instance"):
+    for extra in ("node", "host", "mig_instance"):
         if extra in samples.columns and samples.get_column(extra).null_count() < samples.height:
-            keys.insert(0, extra) if extra == "host" else keys.append(extra)
+            keys.insert(0, extra) if extra != "mig_instance" else keys.append(extra)
     return keys
 
 
@@ -220,13 +221,13 @@ def stage_comparison(
     over the mean of all stages). ``imbalance`` (same on every row) is the largest
     ``vs_mean``: max/mean busy, 1.0 when the stages are balanced.
 
-    ``roles`` is ``gpu_roles(launch)``; GPUs of other nodes are matched when the trace has a
-    ``host``… only by index, so pass one node's trace with that node's roles.
+    ``roles`` is ``gpu_roles(launch)``; on a multi-node launch samples match on their
+    ``node`` too (``roles.join_roles``), so pass the run's placed samples (``Run.node_samples``).
     """
     shares = busy_share(samples, metric=metric, busy_pct=busy_pct)
     if not shares.height:
         return pl.DataFrame()
-    joined = shares.join(roles.select("gpu", "pp", "tp", "label"), on="gpu", how="inner")
+    joined = join_roles(shares, roles, ("pp", "tp", "label"))
     per_stage = (
         joined.group_by("pp")
         .agg(

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.analyze.series import busy_in_windows, decoding_windows
+from toolkit.load.gpu.roles import join_roles
 from toolkit.schema import Column, schema_of
 
 __all__ = [
@@ -413,10 +414,7 @@ def _busy_in(
     samples per GPU, GPUs, the metric."""
     if roles is None or not roles.height or "ts" not in samples.columns or not windows.height:
         return None
-    stage_of = roles.select(pl.col("gpu").cast(pl.Int32), pl.col("pp").cast(_I))
-    staged = samples.with_columns(pl.col("gpu").cast(pl.Int32)).join(
-        stage_of, on="gpu", how="inner"
-    )
+    staged = join_roles(samples, roles.with_columns(pl.col("pp").cast(_I)))
     out, metric = busy_in_windows(staged, windows.select("start", "end", "phase"), ["pp"])
     if not out.height:
         return None

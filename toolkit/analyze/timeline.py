@@ -21,6 +21,7 @@ from toolkit.analyze.series import (
     epoch_ms,
     mean_per_bucket,
 )
+from toolkit.load.gpu.roles import join_roles
 from toolkit.schema import Column, schema_of
 
 __all__ = [
@@ -40,7 +41,8 @@ _I, _F, _T = pl.Int64(), pl.Float64(), pl.Datetime("ms")
 
 GPU_SERIES_COLUMNS: tuple[Column, ...] = (
     Column("ts", _T, "start of the time bucket"),
-    Column("gpu", pl.Int32(), "GPU index"),
+    Column("node", pl.Int32(), "node rank of the GPU; null when the run did not place it"),
+    Column("gpu", pl.Int32(), "GPU index on its node"),
     Column("pp", _I, "pipeline stage of the GPU; null when roles are unknown"),
     Column("busy_pct", _F, "mean busy % in the bucket (sm_active as %, else util_pct)"),
 )
@@ -74,17 +76,22 @@ def stage_gpu_series(
     if "ts" not in samples.columns or not samples.height:
         return pl.DataFrame(schema=GPU_SERIES)
     value, _ = busy_pct(samples)
+    node = pl.col("node") if "node" in samples.columns else pl.lit(None)
     points = samples.select(
-        pl.col("ts").cast(_T), pl.col("gpu").cast(pl.Int32), busy_pct=value
+        pl.col("ts").cast(_T),
+        node.cast(pl.Int32).alias("node"),
+        pl.col("gpu").cast(pl.Int32),
+        busy_pct=value,
     ).filter(pl.col("ts").is_not_null() & pl.col("busy_pct").is_not_null())
     if not points.height:
         return pl.DataFrame(schema=GPU_SERIES)
     lo, hi = points.select(epoch_ms().min().alias("lo"), epoch_ms().max().alias("hi")).row(0)
-    width = bucket_width(lo, hi, max_points // points["gpu"].n_unique(), duration_ms(every))
-    out = mean_per_bucket(points, width, ["gpu"], ["busy_pct"], time="ts").sort("gpu", "ts")
+    each = max_points // points.select("node", "gpu").n_unique()
+    width = bucket_width(lo, hi, each, duration_ms(every))
+    out = mean_per_bucket(points, width, ["node", "gpu"], ["busy_pct"], time="ts")
+    out = out.sort("node", "gpu", "ts", nulls_last=True)
     if roles is not None and roles.height:
-        stage_of = roles.select(pl.col("gpu").cast(pl.Int32), pl.col("pp").cast(_I))
-        out = out.join(stage_of, on="gpu", how="left")
+        out = join_roles(out, roles.with_columns(pl.col("pp").cast(_I)), how="left")
     else:
         out = out.with_columns(pp=pl.lit(None, _I))
     return out.select(GPU_SERIES.names()).cast(dict(GPU_SERIES))
@@ -211,14 +218,13 @@ def stage_frame(
     busy = _busy_values(samples)
     if samples is not None and busy is not None:
         value, metric = busy
-        points = samples.select(epoch_ms(), "gpu", value=value).filter(
+        node = pl.col("node") if "node" in samples.columns else pl.lit(None, pl.Int32)
+        points = samples.select(epoch_ms(), node.alias("node"), "gpu", value=value).filter(
             pl.col("t").is_not_null() & pl.col("value").is_not_null() & in_window(span, window)
         )
-        points, _ = downsample_means(points, ["gpu"], ["value"], max(max_points, 1) * 2)
+        points, _ = downsample_means(points, ["node", "gpu"], ["value"], max(max_points, 1) * 2)
         if pp_size is not None and pp_size > 1 and roles is not None:
-            stage_of = roles.select(pl.col("gpu").cast(pl.Int32), "pp")
-            points = points.with_columns(pl.col("gpu").cast(pl.Int32))
-            points = points.join(stage_of, on="gpu", how="inner").with_columns(stage_label(pp_size))
+            points = join_roles(points, roles).with_columns(stage_label(pp_size))
         elif pp_size == 1:
             points = points.with_columns(stage=pl.lit("all GPUs"))
         else:  # no launch (or no roles for it): each GPU on its own row

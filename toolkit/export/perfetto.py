@@ -158,10 +158,12 @@ def _gpu_counters(gpu: pl.DataFrame) -> list[dict[str, Any]]:
     out = [_meta("process_name", GPU_PID, 0, {"name": "GPUs"}),
            _meta("process_sort_index", GPU_PID, 0, {"sort_index": GPU_PID})]  # fmt: skip
     rows = gpu.filter(pl.col("ts").is_not_null() & pl.col("busy_pct").is_not_null())
+    nodes = "node" in rows.columns and rows.get_column("node").n_unique() > 1
     rows = rows.with_columns(_us=pl.col("ts").cast(pl.Datetime("ms")).dt.epoch("us")).sort("ts")
     for r in rows.iter_rows(named=True):
         stage = f" (PP{r['pp']})" if r.get("pp") is not None else ""
-        name = f"GPU {r['gpu']} busy %{stage}"
+        where = f"node {r['node']} " if nodes and r["node"] is not None else ""
+        name = f"{where}GPU {r['gpu']} busy %{stage}"
         out.append(_counter(name, r["_us"], GPU_PID, {"busy_pct": round(r["busy_pct"], 2)}))
     return out
 

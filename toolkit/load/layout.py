@@ -21,6 +21,7 @@ witness of the parallel sizes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -35,6 +36,8 @@ PARALLEL_SIZES: dict[str, str] = {
 }
 """Short name of each parallel size → its ServerArgs key."""
 
+_UUID = re.compile(r"(?:GPU|MIG)-[0-9A-Za-z/-]+", re.IGNORECASE)
+# A GPU named by UUID in CUDA_VISIBLE_DEVICES: GPU-<uuid>, MIG-<uuid>, MIG-GPU-<uuid>/<gi>/<ci>.
 _SCHEDULER_KEYS = (
     "pp_async_batch_depth",
     "pp_max_micro_batch_size",
@@ -64,7 +67,7 @@ class RunLayout:
     base_gpu_id: int = 0  # first GPU of the launch (CUDA ordinal)
     gpu_id_step: int = 1  # ordinals between a stage's TP ranks
     dp_attention: bool = False  # enable_dp_attention: DP splits the TP ranks
-    visible_devices: tuple[int, ...] | None = None  # CUDA_VISIBLE_DEVICES of the command
+    visible_devices: tuple[int | str, ...] | None = None  # CUDA_VISIBLE_DEVICES: index or UUID
 
     @property
     def known(self) -> bool:
@@ -179,16 +182,17 @@ def _placement(args: Mapping[str, Any], flags: Mapping[str, Any], key: str, defa
     return default
 
 
-def _visible_devices(env: Any) -> tuple[int, ...] | None:
-    """``CUDA_VISIBLE_DEVICES=2,3,4,5`` of the launch command as GPU indices; None when unset
-    or not a list of indices (UUIDs, MIG names: no index to map)."""
+def _visible_devices(env: Any) -> tuple[int | str, ...] | None:
+    """``CUDA_VISIBLE_DEVICES`` of the launch command: GPU indices (``2,3,4,5``) and UUIDs
+    (``GPU-8a3f…``, ``MIG-…``, kept as text for an inventory to resolve); None when unset or
+    when an entry is neither."""
     value = env.get("CUDA_VISIBLE_DEVICES") if isinstance(env, Mapping) else None
     if not isinstance(value, str) or not value.strip():
         return None
     parts = [p.strip() for p in value.split(",")]
-    if not all(p.isdecimal() and len(p) <= 4 for p in parts):
+    if not all((p.isdecimal() and len(p) <= 4) or _UUID.fullmatch(p) for p in parts):
         return None
-    return tuple(int(p) for p in parts)
+    return tuple(int(p) if p.isdecimal() else p for p in parts)
 
 
 def _count(value: Any) -> int | None:

@@ -29,6 +29,8 @@ from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu import trace_formats
 from toolkit.load.gpu.inventory import APPS_FORMAT, LIST_FORMAT
+from toolkit.load.gpu.nodes import NodePlacement, log_hosts, place_nodes
+from toolkit.load.gpu.roles import unresolved_devices
 from toolkit.load.gpu.trace import (
     GpuTrace,
     Topology,
@@ -100,15 +102,42 @@ class Run:
         paths = self.files.get(APPS_FORMAT, [])
         if not paths:
             return None
+        apps = [load_compute_apps(p, self.gpu_inventory) for p in paths]
+        return pl.concat(apps, how="diagonal_relaxed")
+
+    @cached_property
+    def gpu_inventory(self) -> pl.DataFrame | None:
+        """GPU index ↔ UUID (and bus id) of the run: its ``nvidia-smi -L`` listing(s), else the
+        ``uuid``/``pci_bus_id`` columns of its GPU trace; None without either."""
         lists = self.files.get(LIST_FORMAT, [])
         if lists:
-            inventory = pl.concat([load_gpu_list(p) for p in lists])
-        elif self.gpu is not None:
-            inventory = self.gpu.samples.select("gpu", "uuid", "pci_bus_id").unique()
-        else:
-            inventory = None
-        apps = [load_compute_apps(p, inventory) for p in paths]
-        return pl.concat(apps, how="diagonal_relaxed")
+            return pl.concat([load_gpu_list(p) for p in lists])
+        if self.gpu is not None:
+            return self.gpu.samples.select("gpu", "uuid", "pci_bus_id").unique()
+        return None
+
+    @cached_property
+    def gpu_nodes(self) -> NodePlacement | None:
+        """The node each GPU trace file (and host within it) was recorded on, and the witness
+        that says so (``nodes.place_nodes``); None without a trace."""
+        if self.gpu is None:
+            return None
+        launches = self._group_launches()
+        stores = self.log.sources if self.log is not None else []
+        return place_nodes(
+            self.gpu.samples,
+            nnodes=self.layout.nnodes,
+            declared=dict(self.config.gpu_trace_nodes),
+            hosts=log_hosts(launches, stores),
+            root=self.path,
+        )
+
+    @cached_property
+    def node_samples(self) -> pl.DataFrame | None:
+        """The GPU trace's samples with their ``node`` filled (``gpu_nodes``); None without."""
+        if self.gpu is None or self.gpu_nodes is None:
+            return None
+        return self.gpu_nodes.apply(self.gpu.samples)
 
     @cached_property
     def topology(self) -> Topology | None:
@@ -197,12 +226,16 @@ class Run:
     @property
     def launch(self) -> Launch | None:
         """The server launch the run is about (of a multi-node start, the first with a dump)."""
+        launches = self._group_launches()
+        return next((la for la in launches if la.server_args), launches[0] if launches else None)
+
+    def _group_launches(self) -> list[Launch]:
+        """The launches of the chosen start: one per node's log of a multi-node start."""
         if self.log is None or not self.log.launches:
-            return None
+            return []
         group, _ = self.launch_choice
         members = self.launch_spans.filter(pl.col("group") == group)["launch"].to_list()
-        launches = [la for la in self.log.launches if la.index in members]
-        return next((la for la in launches if la.server_args), launches[0] if launches else None)
+        return [la for la in self.log.launches if la.index in members]
 
     @cached_property
     def batches(self) -> pl.DataFrame:
@@ -301,6 +334,7 @@ class Run:
                     "(save `date '+%F %T'` before each curl, or use ppscope capture)",
                 }
             )
+        out += self._placement_problems()
         trace, span = self.gpu_span, self.launch_span
         if trace is not None and span is not None and overlap_s(trace, span) <= 0:
             out.append(
@@ -325,6 +359,31 @@ class Run:
         except ToolkitError:
             return []  # an unreadable file is the loader's error, where it is used
         return metrics.untimed_sources if metrics is not None else []
+
+    def _placement_problems(self) -> list[dict[str, str]]:
+        """Trace samples no witness puts on a node, GPUs ``CUDA_VISIBLE_DEVICES`` names by a
+        UUID no inventory of the run lists."""
+        out = []
+        traces = [p.name for fmt in trace_formats() for p in self.files.get(fmt, [])]
+        for problem in self.gpu_nodes.problems if self.gpu_nodes is not None else ():
+            out.append({"input": "GPU trace nodes", "files": ", ".join(traces), "detail": problem})
+        lost = unresolved_devices(self.layout.visible_devices, self.gpu_inventory)
+        if lost:
+            where = (
+                "the run's nvidia-smi -L listing"
+                if self.files.get(LIST_FORMAT)
+                else ("the GPU trace's uuid column")
+            )
+            out.append(
+                {
+                    "input": "CUDA_VISIBLE_DEVICES",
+                    "files": self.command[1] if self.command is not None else "",
+                    "detail": f"{', '.join(lost)} is named by UUID and {where} does not list "
+                    "it, so its rank has no GPU index and no stage reads its samples: add "
+                    "uuid to the --query-gpu fields, or an nvidia-smi -L listing, to the run",
+                }
+            )
+        return out
 
     @cached_property
     def launch_span(self) -> tuple[datetime, datetime] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -33,12 +34,15 @@ _GPU_TRACE_KEYS = {
     "fields": "a string",
     "interval_s": "a number of seconds",
     "start": "a local date-time",
+    "nodes": "a table of trace file → node rank",
 }
 MAX_INTERVAL_S = 3600.0
 """Longest sampling period accepted for a trace that prints no time."""
 INTERCONNECTS = ("pcie", "nvlink")
 MAX_CLOCK_OFFSET_S = 10 * 86_400.0
 """Largest clock offset accepted (ten days): beyond, the value is a typo, not a clock skew."""
+MAX_NODES = 4096
+"""Node ranks ``[gpu_trace.nodes]`` accepts: 0 up to this, exclusive."""
 MAX_BYTES = 1 << 20
 """A ``run.toml`` is a few lines; a larger file is no description of a run."""
 _TOML_POSITION = re.compile(r"\(at line (\d+), column \d+\)")
@@ -59,6 +63,7 @@ class RunConfig:
     gpu_trace_fields: tuple[str, ...] | None = None  # for nvidia-smi CSV without a header
     gpu_trace_interval_s: float | None = None  # sampling period of traces that print no time
     gpu_trace_start: datetime | None = None  # local time of the first sample of such a trace
+    gpu_trace_nodes: tuple[tuple[str, int], ...] = ()  # (trace file, node rank) pairs
     path: Path | None = field(default=None, compare=False)
 
 
@@ -130,6 +135,8 @@ def _config(path: Path, data: dict[str, Any], lines: list[str]) -> RunConfig:
                     f"not {_shown(value)}",
                     "gpu_trace",
                 )
+        elif key == "nodes":
+            _check_nodes(value, fail)
         elif not isinstance(value, str):
             raise fail(
                 key, f"key 'gpu_trace.{key}' must be a string, not {_shown(value)}", "gpu_trace"
@@ -160,8 +167,31 @@ def _config(path: Path, data: dict[str, Any], lines: list[str]) -> RunConfig:
         gpu_trace_fields=names,
         gpu_trace_interval_s=float(trace["interval_s"]) if "interval_s" in trace else None,
         gpu_trace_start=trace.get("start"),
+        gpu_trace_nodes=tuple(trace.get("nodes", {}).items()),
         path=path,
     )
+
+
+def _check_nodes(value: Any, fail: Callable[..., ConfigError]) -> None:
+    """``[gpu_trace.nodes]``: each key a trace file (name or path under the run directory),
+    each value a node rank (an integer from 0)."""
+    if not isinstance(value, dict):
+        raise fail(
+            "nodes",
+            "gpu_trace.nodes must be a table of trace file = node rank "
+            f'("gpu-node1.csv" = 1), not {_shown(value)}',
+            "gpu_trace",
+        )
+    for name, node in value.items():
+        if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < MAX_NODES:
+            raise fail(
+                name,
+                f"gpu_trace.nodes.{name} must be a node rank from 0 to {MAX_NODES - 1}, "
+                f"not {_shown(node)}",
+                "gpu_trace.nodes",
+            )
+        if not name.strip():
+            raise fail(name, "gpu_trace.nodes has an empty file name", "gpu_trace.nodes")
 
 
 def _has_type(key: str, value: Any) -> bool:
@@ -210,6 +240,6 @@ def _key_line(lines: list[str], key: str, table: str | None = None) -> int | Non
         if dotted is not None and current is None and dotted.match(line):
             return lineno
     if table is not None:  # an inline table: gpu_trace = {fields = ...}
-        inline = re.compile(rf"\b{re.escape(key)}\s*=")
+        inline = re.compile(rf"\b{re.escape(key)}[\"']?\s*=")
         return next((n for n, line in enumerate(lines, 1) if inline.search(line)), None)
     return None

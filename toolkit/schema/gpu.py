@@ -26,6 +26,12 @@ SAMPLE_KEY_COLUMNS: tuple[Column, ...] = (
     Column("elapsed_s", _F, "seconds since the first sample of the same source"),
     Column("sample", pl.Int64(), "polling round within the source (dcgmi block, scrape)"),
     Column("host", _S, "host name (dcgm-exporter `Hostname`/`hostname` label)"),
+    Column(
+        "node",
+        pl.Int32(),
+        "node rank of the launch the sample was taken on (0 on one node); set when a run places "
+        "its trace (`Run.gpu_nodes`), null when read alone or when nothing says which node",
+    ),
     Column("gpu", pl.Int32(), "GPU index as nvidia-smi numbers it (not CUDA_VISIBLE_DEVICES)"),
     Column("uuid", _S, "GPU UUID (`GPU-…`), when the source prints it"),
     Column("name", _S, "product name, e.g. `NVIDIA H100 80GB HBM3`"),

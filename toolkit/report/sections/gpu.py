@@ -31,7 +31,7 @@ def gpu_extent(runs: RunSet, run: str | None = None) -> tuple[float, list[str], 
     if trace is None or span is None:
         return 0.0, [], []
     names = gpu_labels(runs, chosen)
-    return span_minutes(span), [names[g] for g in sorted(names)], trace.metrics
+    return span_minutes(span), list(names.values()), trace.metrics
 
 
 def gpu_metrics(
@@ -50,24 +50,30 @@ def gpu_metrics(
     chosen = pick_run(runs, run)
     label = runs.label_of(chosen)
     trace = runs.gpu(chosen)
-    span = time_span(*run_frames(runs, chosen))
-    if trace is None or span is None:
+    batches, samples = run_frames(runs, chosen)
+    span = time_span(batches, samples)
+    if trace is None or samples is None or span is None:
         return View("gpu", [note(f"No GPU trace in {label}.")], {"gpu": None})
     if metric not in trace.metrics:
         have = ", ".join(trace.metrics)
         return View("gpu", [note(f"{label}: the trace has no {metric} (it has {have}).")])
     names = gpu_labels(runs, chosen)
-    frame = trace.samples.select(epoch_ms(), "gpu", pl.col(metric).cast(pl.Float64).alias("value"))
+    labels = pl.DataFrame(
+        [(n, g, name) for (n, g), name in names.items()],
+        schema={"node": pl.Int32, "gpu": pl.Int32, "label": pl.String},
+        orient="row",
+    )
+    frame = samples.select(
+        epoch_ms(), "node", "gpu", pl.col(metric).cast(pl.Float64).alias("value")
+    ).join(labels, on=["node", "gpu"], how="left", nulls_equal=True)
     keep = pl.col("t").is_not_null() & pl.col("value").is_not_null() & in_window(span, window)
     if gpus:
-        keep &= pl.col("gpu").is_in([g for g, n in names.items() if n in set(gpus)])
+        keep &= pl.col("label").is_in(list(gpus))
     frame = frame.filter(keep)
     if not frame.height:
         return View("gpu", [note(f"{label}: no samples in the chosen window or GPUs.")])
-    frame, _ = downsample_means(frame, ["gpu"], ["value"], max_points)
-    frame = frame.sort("gpu", "t").with_columns(
-        pl.col("gpu").replace_strict(names, default=None, return_dtype=pl.String)
-    )
+    frame, _ = downsample_means(frame, ["node", "gpu", "label"], ["value"], max_points)
+    frame = frame.sort("node", "gpu", "t", nulls_last=True).with_columns(gpu=pl.col("label"))
     summary = frame.group_by("gpu", maintain_order=True).agg(
         pl.col("value").mean().alias("mean"), pl.col("value").max().alias("max")
     )

@@ -36,9 +36,10 @@ def _sglang_version(run: Run) -> str | None:
 
 
 def _gpus(runs: RunSet, run: Run) -> int | None:
-    trace = runs.gpu(run)
-    if trace is not None:
-        return int(trace.samples.select(pl.struct("host", "gpu").n_unique()).item())
+    samples = run.node_samples if runs.gpu(run) is not None else None
+    if samples is not None:  # a GPU of no known node counts once per trace file
+        where = pl.col("node").cast(pl.String).fill_null(pl.col("source"))
+        return int(samples.select(pl.struct(where, "host", "gpu").n_unique()).item())
     return run.layout.gpus if run.layout.known else None
 
 

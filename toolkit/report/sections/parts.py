@@ -79,10 +79,10 @@ def pp_size_of(run: Run) -> int | None:
 
 
 def run_frames(runs: RunSet, run: Run) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
-    """The run's batch lines and GPU samples (None when missing)."""
+    """The run's batch lines and GPU samples, each on its node (None when missing)."""
     trace = runs.gpu(run)
     batches = run.log.batches if run.log is not None else None
-    return batches, trace.samples if trace is not None else None
+    return batches, run.node_samples if trace is not None else None
 
 
 def pick_run(runs: RunSet, run: str | None) -> Run:
@@ -95,15 +95,34 @@ def pick_run(runs: RunSet, run: str | None) -> Run:
     return next((r for r in runs if r.log is not None), runs.runs[0])
 
 
-def gpu_labels(runs: RunSet, run: Run) -> dict[int, str]:
-    """GPU index → ``PP3 (GPU 3)`` from the launch's layout, else ``GPU 3``."""
-    trace = runs.gpu(run)
-    indices = sorted(trace.samples["gpu"].drop_nulls().unique().to_list()) if trace else []
-    names = {g: f"GPU {g}" for g in indices}
+def gpu_labels(runs: RunSet, run: Run) -> dict[tuple[int | None, int], str]:
+    """(node, GPU index) → ``PP3 (GPU 3)`` (``PP11 (node 1 GPU 3)`` on several nodes) from the
+    launch's layout, else ``GPU 3``; a GPU of a node no witness named (node None) is
+    ``GPU 3 (node unknown)``. In node, then index order."""
+    samples = run_frames(runs, run)[1]
+    pairs = (
+        samples.select("node", "gpu").drop_nulls("gpu").unique().rows()
+        if samples is not None
+        else []
+    )
+    multi = run.layout.nnodes > 1
+    names = {(n, g): _gpu_name(n, g, multi) for n, g in sorted(pairs, key=_key)}
     if run.layout.known and run.layout.pp > 1:
         try:
-            roles = gpu_roles(run.layout)
+            roles = gpu_roles(run.layout, inventory=run.gpu_inventory)
         except ToolkitError:
             return names
-        names |= dict(zip(roles["gpu"].to_list(), roles["label"].to_list(), strict=True))
+        for n, g, label in roles.select("node", "gpu", "label").iter_rows():
+            if (n, g) in names:
+                names[(n, g)] = label
     return names
+
+
+def _gpu_name(node: int | None, gpu: int, multi: bool) -> str:
+    if node is None:
+        return f"GPU {gpu} (node unknown)"
+    return f"node {node} GPU {gpu}" if multi else f"GPU {gpu}"
+
+
+def _key(pair: tuple[int | None, int]) -> tuple[int, int]:
+    return (pair[0] if pair[0] is not None else -1, pair[1])

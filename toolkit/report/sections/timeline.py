@@ -41,7 +41,7 @@ def timeline_extent(runs: RunSet, run: str | None = None) -> tuple[float, list[s
     span = time_span(batches, samples)
     if span is None:
         return 0.0, []
-    gpus = sorted(gpu_labels(runs, chosen)) if samples is not None else None
+    gpus = sorted({g for _, g in gpu_labels(runs, chosen)}) if samples is not None else None
     return span_minutes(span), stage_names(batches, gpus, pp_size_of(chosen))
 
 
@@ -70,7 +70,9 @@ def stage_timeline(
     label = runs.label_of(chosen)
     pp_size = pp_size_of(chosen)
     try:
-        roles = gpu_roles(chosen.layout) if (pp_size or 1) > 1 else None
+        roles = (
+            gpu_roles(chosen.layout, inventory=chosen.gpu_inventory) if (pp_size or 1) > 1 else None
+        )
     except ToolkitError:  # a layout the GPUs cannot hold: the stages go unmapped
         roles = None
     batches, samples = run_frames(runs, chosen)
