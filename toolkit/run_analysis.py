@@ -304,7 +304,7 @@ class RunAnalysis:
     @cached_property
     def busy(self) -> pl.DataFrame:
         """Per stage busy share while decoding (trace, else the log's fwd occupancy)."""
-        return stage_busy(self.batches, self.gpu_samples, self.roles)
+        return stage_busy(self.batches, self.gpu_samples, self.roles, timeline=self.timeline)
 
     @cached_property
     def busy_by_phase(self) -> pl.DataFrame | None:

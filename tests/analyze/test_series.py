@@ -27,6 +27,7 @@ from toolkit.analyze.series import (
     epoch_ms,
     in_windows,
     mean_per_bucket,
+    overlapping,
     since_first,
     thin,
 )
@@ -387,3 +388,50 @@ def test_mig_instances_of_one_gpu_are_separate_series() -> None:
     assert metric == "sm_active"
     assert out["busy_pct"].to_list() == [pytest.approx(90.0), pytest.approx(10.0)]
     assert out["samples"].to_list() == [3, 3]
+
+
+_SECONDS = st.integers(0, 60)
+
+
+@given(
+    st.lists(st.tuples(_SECONDS, st.integers(0, 5)), max_size=25),
+    st.lists(st.tuples(_SECONDS, st.integers(0, 12)), max_size=6),
+)
+def test_overlapping_pairs_equal_the_range_join(
+    points: list[tuple[int, int]], spans: list[tuple[int, int]]
+) -> None:
+    """Binary-searched pairs equal the general range join, for spans that overlap each other
+    (the general path) or not (the fast path), empty and zero-length ones included."""
+    t0 = datetime(2026, 5, 1)
+    at = [t0 + timedelta(seconds=s) for s, _ in points]
+    frame = pl.DataFrame(
+        {
+            "p": list(range(len(points))),
+            "ts": at,
+            "_from": [t - timedelta(seconds=back) for t, (_, back) in zip(at, points, strict=True)],
+        },
+        schema={"p": pl.Int64, "ts": pl.Datetime("ms"), "_from": pl.Datetime("ms")},
+    )
+    for chosen in (spans, _disjoint(spans)):
+        windows = pl.DataFrame(
+            {
+                "w": list(range(len(chosen))),
+                "_start": [t0 + timedelta(seconds=s) for s, _ in chosen],
+                "_end": [t0 + timedelta(seconds=s + n) for s, n in chosen],
+            },
+            schema={"w": pl.Int64, "_start": pl.Datetime("ms"), "_end": pl.Datetime("ms")},
+        )
+        want = frame.join_where(
+            windows, pl.col("ts") >= pl.col("_start"), pl.col("_from") < pl.col("_end")
+        )
+        got = overlapping(frame, windows)
+        assert sorted(got.select("p", "w").rows()) == sorted(want.select("p", "w").rows())
+
+
+def _disjoint(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans laid end to end with a gap after each: none overlaps another."""
+    out, start = [], 0
+    for gap, length in spans:
+        out.append((start + gap % 5, length))
+        start += gap % 5 + length + 1
+    return out

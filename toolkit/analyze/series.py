@@ -49,6 +49,7 @@ __all__ = [
     "epoch_ms",
     "in_windows",
     "mean_per_bucket",
+    "overlapping",
     "since_first",
     "thin",
 ]
@@ -149,7 +150,9 @@ def busy_in_windows(
     points = (
         samples.select(pl.col("ts").cast(_T), *series, *(c for c in by if c not in series), v=value)
         .filter(pl.col("ts").is_not_null() & pl.col("v").is_not_null())
-        .sort(*series, "ts")
+        # Time order is enough: ``over`` keeps it within each series, and sorting by the
+        # series' text columns first costs 20× more on a day-long trace.
+        .sort("ts", maintain_order=True)
     )
     if not points.height or not windows.height:
         return empty, metric
@@ -168,7 +171,7 @@ def busy_in_windows(
         pl.min_horizontal("ts", "_end") - pl.max_horizontal("_from", "_start")
     ).dt.total_milliseconds()
     pairs = (
-        points.join_where(spans, pl.col("ts") >= pl.col("_start"), pl.col("_from") < pl.col("_end"))
+        overlapping(points, spans)
         .with_columns(
             _w=pl.when(pl.col("_end") > pl.col("_start"))
             .then(overlap.cast(pl.Float64))
@@ -198,6 +201,30 @@ def busy_in_windows(
         .sort(keys)
     )
     return out.select(empty.columns).cast(dict(empty.schema)), metric
+
+
+def overlapping(points: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """Each point (``_from``–``ts``) paired with every span (``_start``–``_end``) it overlaps:
+    ``ts ≥ _start`` and ``_from < _end``.
+
+    Spans that do not overlap one another (their ends rise with their starts) are found by two
+    binary searches per point, in time linear in the pairs; others by a general range join.
+    """
+    spans = spans.filter(pl.col("_start").is_not_null() & pl.col("_end").is_not_null())
+    spans = spans.sort("_start", "_end")
+    if not spans.get_column("_end").is_sorted():
+        return points.join_where(
+            spans, pl.col("ts") >= pl.col("_start"), pl.col("_from") < pl.col("_end")
+        )
+    first = spans.get_column("_end").search_sorted(points.get_column("_from"), side="right")
+    stop = spans.get_column("_start").search_sorted(points.get_column("ts"), side="right")
+    return (
+        points.with_columns(_span=pl.int_ranges(first, stop, dtype=pl.UInt32))
+        .explode("_span")
+        .filter(pl.col("_span").is_not_null())
+        .join(spans.with_row_index("_span"), on="_span")
+        .drop("_span")
+    )
 
 
 # ── decoding windows ──────────────────────────────────────────────────────────────────────────

@@ -360,15 +360,18 @@ def stage_busy(
     roles: pl.DataFrame | None = None,
     *,
     max_gap_s: float | None = None,
+    timeline: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Per stage: how busy its GPUs were while the server decoded (schema ``STAGE_BUSY``).
 
     The GPU trace (``GpuTrace.samples`` with ``gpu_roles(launch)``) is read only inside
     decoding windows, so startup and idle gaps do not dilute it; ``sm_active`` is preferred to
     ``util_pct``, which counts a NCCL kernel waiting for its peer as busy. The log's own
-    ``fwd occupancy`` (≥0.5.16 metrics) is the fallback measure.
+    ``fwd occupancy`` (≥0.5.16 metrics) is the fallback measure. ``timeline`` is
+    ``stage_timeline(batches)`` when the caller has it already.
     """
-    timeline = stage_timeline(batches)
+    if timeline is None:
+        timeline = stage_timeline(batches)
     decode = timeline.filter(pl.col("kind") == "decode")
     log_busy = (
         decode.group_by("pp").agg(fwd_occupancy_pct=pl.col("fwd_occupancy_pct").mean()).sort("pp")
