@@ -3,40 +3,42 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
 from types import ModuleType
 
 from toolkit._version import __version__
-from toolkit.cli import (
-    cache,
-    capture,
-    demo,
-    diagnose,
-    diff,
-    ingest,
-    model,
-    parse,
-    report,
-    scaling,
-    timeline,
-)
 from toolkit.cli.output import fail
 from toolkit.cli.stdin import stdin_inputs
 from toolkit.errors import ToolkitError
 
-COMMANDS: tuple[ModuleType, ...] = (
-    parse,
-    scaling,
-    model,
-    diagnose,
-    diff,
-    timeline,
-    report,
-    capture,
-    demo,
-    ingest,
-    cache,
+COMMAND_NAMES: tuple[str, ...] = (
+    "parse",
+    "scaling",
+    "model",
+    "diagnose",
+    "diff",
+    "timeline",
+    "report",
+    "capture",
+    "demo",
+    "ingest",
+    "cache",
 )
-"""Each module has ``NAME``, ``HELP``, ``EXAMPLES``, ``add_arguments(parser)``, ``run(args)``."""
+"""Each command is the module ``toolkit.cli.<name>``, with ``NAME``, ``HELP``, ``EXAMPLES``,
+``add_arguments(parser)`` and ``run(args)``; a command line imports only the one it runs."""
+
+
+def command_module(name: str) -> ModuleType:
+    """The module of one command."""
+    return importlib.import_module(f"toolkit.cli.{name}")
+
+
+def __getattr__(name: str) -> tuple[ModuleType, ...]:
+    if name == "COMMANDS":  # every command's module, imported on request
+        return tuple(command_module(n) for n in COMMAND_NAMES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 DESCRIPTION = """\
 Why does this parallel layout not scale? ppscope reads SGLang server logs, GPU traces and
@@ -52,8 +54,8 @@ examples:
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every command, with examples in each ``--help``."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command (or of ``only``), with examples in each ``--help``."""
     parser = argparse.ArgumentParser(
         prog="ppscope",
         description=DESCRIPTION,
@@ -62,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ppscope {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in COMMANDS:
+    for command in (command_module(n) for n in COMMAND_NAMES if only in (None, n)):
         sub = commands.add_parser(
             command.NAME,
             help=command.HELP,
@@ -78,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 done, 1 partly failed, 2 bad input;
     3 ``diagnose --fail-on`` found a finding that severe; 130 ``capture`` stopped early)."""
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    named = words[0] if words and words[0] in COMMAND_NAMES else None
+    args = build_parser(only=named).parse_args(words)
     try:
         with stdin_inputs(args) as given:  # ``-``: standard input, shown as <stdin>
             return _run(given)
