@@ -14,6 +14,7 @@ import sys
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -21,7 +22,7 @@ from helpers import TEST_DATA
 
 from toolkit.analyze.model import StageClock
 from toolkit.diagnose import Finding, diagnose
-from toolkit.diagnose.cudagraph import cuda_graph_miss
+from toolkit.diagnose.cudagraph import cuda_graph_miss, eager_cost_in, eager_effect
 from toolkit.diagnose.residual import unexplained_slowdown
 from toolkit.diagnose.slots import full_pipeline_idle
 from toolkit.load.run import load_run
@@ -102,9 +103,8 @@ def test_a_stage_imbalance_explains_only_what_the_models_split_does_not() -> Non
     assert less.impact == pytest.approx(share, abs=0.005)
 
 
-def test_an_eager_cost_bounded_from_below_takes_the_idle_as_its_own(tmp_path: Path) -> None:
-    """Graph steps at batch 32 only (55 ms), eager steps at 48 (96 ms): a graph step at 48 is
-    at most 83 ms, so the slowdown is at least 1.16; the 60 % idle is the eager gaps'."""
+def _fixtures() -> Any:
+    """``tests/data/diagnose/make_fixtures.py`` as a module: its SGLang 0.5.23 line writers."""
     spec = importlib.util.spec_from_file_location(
         "diagnose_fixtures", TEST_DATA / "diagnose" / "make_fixtures.py"
     )
@@ -112,6 +112,13 @@ def test_an_eager_cost_bounded_from_below_takes_the_idle_as_its_own(tmp_path: Pa
     fx = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = fx
     spec.loader.exec_module(fx)
+    return fx
+
+
+def test_an_eager_cost_bounded_from_below_takes_the_idle_as_its_own(tmp_path: Path) -> None:
+    """Graph steps at batch 32 only (55 ms), eager steps at 48 (96 ms): a graph step at 48 is
+    at most 83 ms, so the slowdown is at least 1.16; the 60 % idle is the eager gaps'."""
+    fx = _fixtures()
     la = fx.Launch(tp=8, pool=139827, graph_max=32)
     graph = fx.Phase(400, [32], 577.8, interval=2.2)
     eager = fx.Phase(440, [48], 500.0, graph=False, interval=2.6)
@@ -130,3 +137,81 @@ def test_an_eager_cost_bounded_from_below_takes_the_idle_as_its_own(tmp_path: Pa
     assert "not as an unexplained slowdown" in miss.summary
     residual = found.get("unexplained-slowdown")
     assert residual is None or residual.basis == "modelled"
+
+
+def _eager_then_graph_drain(tmp_path: Path) -> RunAnalysis:
+    """TP8, graphs to 32: graph phases at 16 (40 ms a step) and 32 (44 ms); then 48 requests
+    decode eagerly at 96 ms a step (a graph step there: 48 ms, 2×) for 14 lines, and the
+    phase drains at 24 on graphs (42 ms) for 14 more. The trace has every GPU 30 % busy."""
+    fx = _fixtures()
+    la = fx.Launch(tp=8, pool=139827, graph_max=32)
+    small = fx.Phase(400, [16], 16 / 0.040, interval=2.0)
+    mid = fx.Phase(440, [32], 32 / 0.044, interval=2.0)
+    steady = fx.Phase(480, [48], 48 / 0.096, graph=False, interval=2.0)
+    drain = fx.Phase(480 + 1 + 14 * 2.0, [24], 24 / 0.042, interval=2.0)
+    lines = fx.startup(la, 0.0)
+    for ph in (small, mid, steady):
+        lines += fx.phase_lines(la, ph)
+    lines += [s for s in fx.phase_lines(la, drain) if "Prefill batch" not in s]  # no burst
+    lines.sort(key=lambda s: s[1:20])
+    run = tmp_path / "tp8-eager-then-drain"
+    run.mkdir()
+    (run / "server.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bench = [fx.bench_line(ph.running, ph.gen_tok_s) for ph in (small, mid, steady)]
+    (run / "bench.jsonl").write_text("\n".join(bench) + "\n", encoding="utf-8")
+    _trace(run, datetime(2026, 5, 1, 10, 6, 30), 150, util=30)
+    return RunAnalysis(run)
+
+
+def test_eager_decode_explains_the_steady_window_by_its_own_eager_share(tmp_path: Path) -> None:
+    """The finding sizes eager decode over the phase (the graph drain halves its share); the
+    residual judges the steady window, all eager, so there eager decode costs 1 − 1/2."""
+    ctx = _eager_then_graph_drain(tmp_path)
+    found = {f.id: f for f in diagnose([ctx])}
+    miss = found["cuda-graph-miss"]
+    assert miss.basis == "measured" and miss.phase == 2
+    effect = eager_effect(ctx)
+    assert effect is not None and effect.slowdown == pytest.approx(2.0, rel=0.01)
+    assert 0.3 < effect.phase_share < 0.6  # the drain's graph tokens thin the phase's share
+    assert miss.impact == pytest.approx(effect.phase_share * 0.5, rel=0.01)
+    r = ctx.phase_summary.row(2, named=True)
+    assert r["running_est"] == pytest.approx(48)
+    start, end = r["steady_start"], r["steady_end"]
+    window = eager_cost_in(ctx, miss, 2, start, end)
+    assert window is not None
+    assert window[0] == pytest.approx(1.0) and window[1] == pytest.approx(0.5, abs=0.005)
+    whole = ctx.phases.row(2, named=True)
+    same = eager_cost_in(ctx, miss, 2, whole["start"], whole["end"])
+    assert same is not None and same[1] == pytest.approx(miss.impact)  # the phase: its impact
+    residual = found["unexplained-slowdown"]
+    assert residual.basis == "measured" and residual.phase == 2
+    assert residual.impact == pytest.approx(0.70 - 0.50, abs=0.01)  # not 0.70 − the phase's
+    assert "steady window, 100% of its decode tokens eager) explain 50% of it" in residual.summary
+
+
+def test_a_cause_the_window_cannot_size_keeps_its_phase_impact() -> None:
+    """A prefill stall is sized over its phase only: the evidence says so."""
+    ctx = RunAnalysis(load_run(TEST_DATA / "diagnose" / "pp8-underfilled", cache=False))
+    alone = unexplained_slowdown(ctx)
+    assert alone is not None and alone.basis == "modelled"
+    assert alone.evidence["explained_by"][0] == ""
+    phase = alone.phase
+    stall = Finding(
+        id="prefill-interference",
+        severity="medium",
+        title="prefill stalls decode",
+        summary="windows with a prefill pass generated fewer tokens",
+        evidence=pl.DataFrame({"phase": [phase]}),
+        remedy="--chunked-prefill-size",
+        impact=0.05,
+        basis="measured",
+        phase=phase,
+    )
+    ctx.found = [stall]
+    less = unexplained_slowdown(ctx)
+    assert less is not None and less.impact == pytest.approx(
+        1 - (1 - alone.impact) / (1 - 0.05), abs=0.005
+    )
+    assert less.evidence["explained_by"][0] == (
+        f"prefill-interference 0.050 (phase {phase} as a whole)"
+    )

@@ -145,13 +145,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "_measured_tok_s), so diagnose/admission.queued_cost assumes proportional growth "
         "(x2.8 with all 64 running)"
     ),
-    ("stray", "tp8-graph-miss", "length-jitter"): (
-        "unexplained-slowdown high (0.24, modelled): the steady window is the 64-request "
-        "stretch (33 ms a step, every step eager), but diagnose/residual._from_model lengthens "
-        "the modelled 11 ms step by the cuda-graph-miss impact averaged over the whole phase "
-        "(0.53: the drain's lines at batch <= 32 ran on graphs, 91 % of the tokens eager) to "
-        "24 ms, and calls the rest unexplained"
-    ),
 }
 """(test, scenario, variation) → what ppscope said against what was injected, and why."""
 

@@ -4,7 +4,8 @@ Each function reads frames the loaders and other analyses produce and returns pl
 with the rows they came from; none uses the serving model:
 
 * ``graph_effect``: how many generated tokens ran on eager (no CUDA graph) decode steps, and how
-  much slower such a step was than a graph step at a neighbouring batch size.
+  much slower such a step was than a graph step at a neighbouring batch size;
+  ``eager_window_share`` the same token share in one stretch of a phase.
 * ``prefill_effect``: how much decode throughput the windows that held a prefill pass lost,
   weighted by the time they lasted.
 * ``trip_curve``: the round time of an under-filled pipeline against its micro-batch size, as a
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import polars as pl
 
@@ -25,6 +27,7 @@ __all__ = [
     "GraphEffect",
     "PrefillEffect",
     "TripCurve",
+    "eager_window_share",
     "elasticity",
     "graph_effect",
     "prefill_effect",
@@ -86,7 +89,7 @@ def graph_effect(decode: pl.DataFrame, *, bound_phases: Collection[int] = ()) ->
     level's step, scaled in proportion above its batch size: an upper bound of the graph step,
     so the slowdown is a lower bound.
     """
-    flagged = decode.filter(pl.col("cuda_graph").is_not_null() & (pl.col("gen_tok_s") > 0))
+    flagged = _flagged(decode)
     if not flagged.height:
         return None
     passes = pl.lit(1.0)
@@ -94,7 +97,7 @@ def graph_effect(decode: pl.DataFrame, *, bound_phases: Collection[int] = ()) ->
         stages = pl.col("stages").cast(_F)
         slots = pl.max_horizontal(pl.col("active_slots_est").cast(_F).fill_null(1.0), stages)
         passes = pl.when(stages > 1).then(slots).otherwise(1.0)
-    df = _windows(flagged).with_columns(
+    df = flagged.with_columns(
         step_s=pl.col("running").cast(_F) / pl.col("gen_tok_s").cast(_F) / passes
     )
     eager = df.filter(~pl.col("cuda_graph"))
@@ -175,6 +178,28 @@ def graph_effect(decode: pl.DataFrame, *, bound_phases: Collection[int] = ()) ->
         "; ".join(words),
         bounded,
     )
+
+
+def _flagged(decode: pl.DataFrame) -> pl.DataFrame:
+    """The decode lines that carry the graph flag and a throughput, with their ``_windows``."""
+    return _windows(decode.filter(pl.col("cuda_graph").is_not_null() & (pl.col("gen_tok_s") > 0)))
+
+
+def eager_window_share(
+    decode: pl.DataFrame, phase: int, start: datetime, end: datetime
+) -> tuple[float, int] | None:
+    """The eager token share of ``phase``'s flagged decode lines from ``start`` to ``end``
+    (both included), weighted as ``graph_effect`` weighs its shares: each line by the tokens
+    of the window it closes, which reaches back to the phase's previous line; and the lines
+    it rests on. None when no flagged line with tokens falls there (unflagged versions)."""
+    lines = _flagged(decode).filter(
+        (pl.col("phase") == phase) & pl.col("ts").is_between(start, end)
+    )
+    total = float(lines["tokens"].sum() or 0.0)
+    if total <= 0:
+        return None
+    eager = float(lines.filter(~pl.col("cuda_graph"))["tokens"].sum() or 0.0)
+    return eager / total, lines.height
 
 
 def _graph_step(xs: Sequence[float], ys: Sequence[float], b: float) -> float:

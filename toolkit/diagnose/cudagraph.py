@@ -10,15 +10,16 @@ step. Under PP the size that must be captured is one *slot*, and ``cuda_graph_ma
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
-from toolkit.analyze.effects import GraphEffect, graph_effect
+from toolkit.analyze.effects import GraphEffect, eager_window_share, graph_effect
 from toolkit.diagnose.finding import Finding, severity_of
 from toolkit.diagnose.kv import pool_bound_phases
 from toolkit.diagnose.slots import full_pipeline_idle
 from toolkit.diagnose.thresholds import ASSUMED_EAGER_SLOWDOWN, MIN_EAGER_SHARE
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["cuda_graph_miss", "eager_effect"]
+__all__ = ["cuda_graph_miss", "eager_cost", "eager_cost_in", "eager_effect"]
 
 GRAPH_DEVICES = frozenset({"cuda", "npu", "musa"})  # devices whose decode runs captured graphs
 
@@ -27,6 +28,29 @@ def eager_effect(ctx: RunAnalysis) -> GraphEffect | None:
     """The run's eager decode against comparable graph steps (``graph_effect``, the phases the
     KV pool paces kept from other phases' reference)."""
     return graph_effect(ctx.decode, bound_phases=pool_bound_phases(ctx))
+
+
+def eager_cost(share: float, slowdown: float) -> float:
+    """Share of decode throughput lost when eager steps, each ``slowdown`` × a graph step,
+    generate ``share`` of the tokens: ``share · (1 − 1/slowdown)``."""
+    return share * (1 - 1 / slowdown)
+
+
+def eager_cost_in(
+    ctx: RunAnalysis, finding: Finding, phase: int, start: datetime, end: datetime
+) -> tuple[float, float] | None:
+    """(eager token share, cost) of the decode lines of ``phase`` from ``start`` to ``end``:
+    the ``cuda-graph-miss`` finding's cost is linear in the eager share (``eager_cost``), so
+    its impact over the share it was sized on, times the share of that stretch. None when the
+    stretch holds no flagged line or the finding rests on no share."""
+    effect = eager_effect(ctx)
+    if effect is None or effect.phase_share <= 0 or not finding.impact:
+        return None
+    window = eager_window_share(ctx.decode, phase, start, end)
+    if window is None:
+        return None
+    share = window[0]
+    return share, float(finding.impact) * share / effect.phase_share
 
 
 def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
@@ -51,7 +75,7 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
     slowdown, basis = effect.slowdown, "measured"
     if slowdown is None:
         slowdown, basis = ASSUMED_EAGER_SLOWDOWN, "assumed"
-    impact = share * (1 - 1 / slowdown)
+    impact = eager_cost(share, slowdown)
     disabled = bool(ctx.server_args.get("disable_cuda_graph")) or g["max_captured"] == 0
     top, seen = g["max_captured"], g["max_observed"]
     if disabled:

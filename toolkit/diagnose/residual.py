@@ -16,6 +16,11 @@ represent (eager decode, prefill stalls, retractions) lengthen that prediction b
 impacts; what the measured round still exceeds it by is unexplained: communication fences, slow
 kernels, a CPU-bound loop. Its share of the round is its impact.
 
+Both ways judge the phase's steady window (its longest stretch near the peak load), so a cause
+explains it by its cost in that window: eager decode by the eager token share of the window's
+own lines (a drain that ran on graphs does not thin it out). A cause the window's lines cannot
+size keeps the impact of its phase, and the evidence says which is which.
+
 A single-stream calibration puts whatever the weight reads leave over on the link (a PP hop, a
 TP all-reduce). When that comes out beyond ``PLAUSIBLE_LINK`` times what the interconnect costs
 (the machine's prior), it is not the link: the prediction keeps the prior and the excess counts
@@ -26,13 +31,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
 from toolkit.analyze.model import Layout, Params, StageClock, Workload, predict
 from toolkit.analyze.model.machine import prior
-from toolkit.diagnose.cudagraph import eager_effect
+from toolkit.diagnose.cudagraph import eager_cost_in, eager_effect
 from toolkit.diagnose.finding import Finding, severity_of
 from toolkit.diagnose.slots import certain_busy, full_pipeline_idle, measured_round
 from toolkit.diagnose.thresholds import MIN_UNEXPLAINED, PLAUSIBLE_LINK
@@ -91,19 +96,38 @@ def unexplained_slowdown(ctx: RunAnalysis) -> Finding | None:
     measured = measured_round(ctx, r)
     if measured is None:
         return None
-    named = [
-        f
-        for f in ctx.found
-        if f.id in UNMODELLED and f.impact and (f.phase is None or f.phase == r["phase"])
-    ]
+    named = _in_window(ctx, r)
     idle = _from_idle(ctx, r, measured, named)
     modelled = _from_model(ctx, r, measured, named)
     found = [f for f in (idle, modelled) if f is not None]
     return max(found, key=lambda f: f.impact or 0.0) if found else None
 
 
+def _in_window(ctx: RunAnalysis, r: dict[str, Any]) -> list[Named]:
+    """The causes found before that explain part of the steady window of phase ``r``, each
+    with its impact there. Eager decode is sized on the window's own lines (its eager share
+    there, wherever the finding was placed); a cause they cannot size keeps the impact of its
+    own phase (or the run), and only when that is this phase."""
+    out = []
+    start, end = r.get("steady_start"), r.get("steady_end")
+    for f in ctx.found:
+        if f.id not in UNMODELLED or not f.impact:
+            continue
+        window = None
+        if f.id == "cuda-graph-miss" and start is not None and end is not None:
+            window = eager_cost_in(ctx, f, r["phase"], start, end)
+        if window is not None:
+            share, impact = window
+            where = f"steady window, {share:.0%} of its decode tokens eager"
+            out.append(Named(f, impact, where))
+        elif f.phase is None or f.phase == r["phase"]:
+            where = "whole run" if f.phase is None else f"phase {f.phase} as a whole"
+            out.append(Named(f, float(f.impact), where))
+    return [n for n in out if n.impact > 0]
+
+
 def _from_idle(
-    ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Finding]
+    ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Named]
 ) -> Finding | None:
     """The slowest stage's idle share in a full pipeline, less what eager steps explain (all
     of it when their cost is only assumed or bounded from below)."""
@@ -114,10 +138,10 @@ def _from_idle(
     busy = certain_busy(ctx)
     assert busy is not None
     rows = busy.filter(pl.col("phase") == r["phase"]).drop_nulls("busy_pct")
-    eager = [f for f in named if f.id == "cuda-graph-miss"]
-    if eager and (any(f.basis == "assumed" for f in eager) or _eager_bounded(ctx)):
+    eager = [n for n in named if n.finding.id == "cuda-graph-miss"]
+    if eager and (any(n.finding.basis == "assumed" for n in eager) or _eager_bounded(ctx)):
         return None  # launch gaps are idle time the factor does not size: they are it
-    explained = min(idle, sum(float(f.impact or 0.0) for f in eager))
+    explained = min(idle, sum(n.impact for n in eager))
     share = idle - explained
     if share < MIN_UNEXPLAINED:
         return None
@@ -125,7 +149,7 @@ def _from_idle(
     unit = _unit(ctx)
     stage = f"stage {top['pp']}" if ctx.pp > 1 else "the busiest GPU"
     causes = (
-        f"; eager decode steps (cuda-graph-miss) explain {explained:.0%} of it"
+        f"; eager decode steps (cuda-graph-miss, {eager[0].where}) explain {explained:.0%} of it"
         if explained > 0
         else ""
     )
@@ -159,7 +183,7 @@ def _eager_bounded(ctx: RunAnalysis) -> bool:
 
 
 def _from_model(
-    ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Finding]
+    ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Named]
 ) -> Finding | None:
     """The measured round against the serving model's, lengthened by the named causes."""
     if ctx.params is None or ctx.fit is None or not ctx.fit.calibration:
@@ -181,19 +205,23 @@ def _from_model(
     explained = model_round
     b = max(float(r["slot_req"] or 1.0), 1.0)
     counted = []
-    for f in named:
-        impact = float(f.impact or 0.0)
-        if f.id == "stage-imbalance":
+    for n in named:
+        impact = n.impact
+        if n.finding.id == "stage-imbalance":
             impact = max(0.0, impact - _modelled_imbalance(layout, params, b))
         if impact > 0:
             explained /= max(1e-3, 1 - impact)
-            counted.append(f.id)
+            counted.append(Named(n.finding, impact, n.where))
     gap = measured - explained
     share = gap / measured
     if share < MIN_UNEXPLAINED:
         return None
     unit = _unit(ctx)
-    causes = f" after the {', '.join(counted)} found here" if counted else ""
+    causes = ""
+    if counted:
+        ids = ", ".join(n.finding.id for n in counted)
+        sized = "; ".join(f"{n.impact:.0%} of the {unit}, {n.where}" for n in counted)
+        causes = f" after the {ids} found here ({sized})"
     sources = ctx.fit.sources
     constants = "; ".join(f"{k} {v}" for k, v in sources.items())
     evidence = pl.DataFrame(
@@ -207,6 +235,9 @@ def _from_model(
                 "explained_ms": round(explained * 1e3, 1),
                 "unexplained_ms": round(gap * 1e3, 1),
                 "share": round(share, 3),
+                "explained_by": "; ".join(
+                    f"{n.finding.id} {n.impact:.3f} ({n.where})" for n in counted
+                ),
             }
         ]
     )
@@ -242,6 +273,15 @@ def _from_model(
         basis="modelled",
         phase=r["phase"],
     )
+
+
+class Named(NamedTuple):
+    """A cause found before, with the impact it explains in the judged window and where that
+    impact was measured."""
+
+    finding: Finding
+    impact: float
+    where: str
 
 
 def _modelled_imbalance(layout: Layout, params: Params, b: float) -> float:
