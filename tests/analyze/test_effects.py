@@ -1,4 +1,4 @@
-"""``graph_effect``: eager decode steps against comparable graph steps.
+"""``graph_effect`` and ``eager_window_share``: eager decode steps against comparable graph steps.
 
 The frames are a TP reference stage's decode lines as ``RunAnalysis.decode`` gives them: one
 line every 2 s (``--decode-log-interval 40``), ``running`` = ``#running-req`` = ``batch``, and
@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import polars as pl
 import pytest
 
-from toolkit.analyze.effects import graph_effect
+from toolkit.analyze.effects import eager_window_share, graph_effect
 
 T0 = datetime(2026, 5, 1, 10, 0, 0)
 
@@ -112,3 +112,19 @@ def test_no_level_within_reach_gives_no_slowdown() -> None:
     effect = graph_effect(decode)
     assert effect.slowdown is None and effect.reference == ""
     assert effect.eager_lines == 6 and effect.phase == 1
+
+
+def test_the_eager_share_of_a_stretch_weighs_its_lines_as_the_phase_share_does() -> None:
+    # phase 1: 6 eager lines at 32 (24 ms), then a drain of 6 graph lines at 16 (12 ms)
+    decode = _lines([(0, 8, True, 10.0, 6), (1, 32, False, 24.0, 6), (1, 16, True, 12.0, 6)])
+    effect = graph_effect(decode)
+    assert effect is not None and effect.phase == 1
+    eager_ts = decode.filter(~pl.col("cuda_graph"))["ts"]
+    steady = eager_window_share(decode, 1, eager_ts.min(), eager_ts.max())
+    assert steady == (1.0, 6)
+    phase = decode.filter(pl.col("phase") == 1)["ts"]
+    whole = eager_window_share(decode, 1, phase.min(), phase.max())
+    assert whole is not None and whole[1] == 12
+    # 32/24 ms against 16/12 ms: as many tokens a second, so half of them eager
+    assert whole[0] == pytest.approx(effect.phase_share) == pytest.approx(0.5)
+    assert eager_window_share(decode.with_columns(cuda_graph=None), 1, T0, phase.max()) is None
