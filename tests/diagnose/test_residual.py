@@ -187,6 +187,9 @@ def test_eager_decode_explains_the_steady_window_by_its_own_eager_share(tmp_path
     assert residual.basis == "measured" and residual.phase == 2
     assert residual.impact == pytest.approx(0.70 - 0.50, abs=0.01)  # not 0.70 − the phase's
     assert "steady window, 100% of its decode tokens eager) explain 50% of it" in residual.summary
+    assert set(residual.evidence["explained_by"]) == {
+        "cuda-graph-miss 0.500 (steady window, 100% of its decode tokens eager)"
+    }
 
 
 def test_a_cause_the_window_cannot_size_keeps_its_phase_impact() -> None:

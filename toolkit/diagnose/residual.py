@@ -52,6 +52,15 @@ UNMODELLED = ("cuda-graph-miss", "prefill-interference", "kv-cache-pressure", "s
 counts (a slower GPU, a heavier stage than its layers say)."""
 
 
+class Named(NamedTuple):
+    """A cause found before, with the impact it explains in the judged window and where that
+    impact was measured."""
+
+    finding: Finding
+    impact: float
+    where: str
+
+
 def _busiest(ctx: RunAnalysis) -> dict[str, Any] | None:
     """The phase with the most requests running that has a measured round, among those with
     enough requests to fill the layout (every stage a micro-batch under PP, two or more
@@ -156,6 +165,7 @@ def _from_idle(
     evidence = rows.select(
         "phase", "pp", "gpus", pl.col("busy_pct").round(1), "samples", "metric"
     ).sort("pp")
+    evidence = evidence.with_columns(explained_by=pl.lit(_explained_by(eager), pl.String))
     return Finding(
         id="unexplained-slowdown",
         severity=severity_of(share),
@@ -235,9 +245,7 @@ def _from_model(
                 "explained_ms": round(explained * 1e3, 1),
                 "unexplained_ms": round(gap * 1e3, 1),
                 "share": round(share, 3),
-                "explained_by": "; ".join(
-                    f"{n.finding.id} {n.impact:.3f} ({n.where})" for n in counted
-                ),
+                "explained_by": _explained_by(counted),
             }
         ]
     )
@@ -275,15 +283,6 @@ def _from_model(
     )
 
 
-class Named(NamedTuple):
-    """A cause found before, with the impact it explains in the judged window and where that
-    impact was measured."""
-
-    finding: Finding
-    impact: float
-    where: str
-
-
 def _modelled_imbalance(layout: Layout, params: Params, b: float) -> float:
     """``1 − mean/max`` of the model's stage steps at micro-batch ``b``: the imbalance the
     layer split and the lm_head already put in its round (0 without PP)."""
@@ -296,6 +295,11 @@ def _modelled_imbalance(layout: Layout, params: Params, b: float) -> float:
         return 0.0
     top = max(times)
     return 1 - sum(times) / len(times) / top if top > 0 else 0.0
+
+
+def _explained_by(named: list[Named]) -> str:
+    """The causes counted, each with its impact and where it was sized, for the evidence."""
+    return "; ".join(f"{n.finding.id} {n.impact:.3f} ({n.where})" for n in named)
 
 
 def _unit(ctx: RunAnalysis) -> str:
