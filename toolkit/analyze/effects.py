@@ -10,6 +10,7 @@ with the rows they came from; none uses the serving model:
 * ``trip_curve``: the round time of an under-filled pipeline against its micro-batch size, as a
   straight line through the phases that measured it.
 * ``elasticity``: how throughput grows with concurrency along the run's own benchmark sweep.
+* ``round_at``: the round at one micro-batch size, read from the sizes the run measured.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "elasticity",
     "graph_effect",
     "prefill_effect",
+    "round_at",
     "trip_curve",
 ]
 
@@ -341,3 +343,23 @@ def elasticity(curve: Mapping[int, float], below: int) -> float | None:
     a, b = loads[-2], loads[-1]
     slope = math.log(curve[b] / curve[a]) / math.log(b / a)
     return min(1.0, max(0.0, slope))
+
+
+def round_at(points: Sequence[tuple[float, float]], size: float) -> float | None:
+    """The round at micro-batch ``size`` from measured (micro-batch size, round s) points: the
+    median of the points within half a request of it, else the straight line between the
+    nearest measured sizes below and above it; None outside the measured sizes (how the round
+    grows beyond them is not measured)."""
+    clean = [(b, r) for b, r in points if b > 0 and math.isfinite(r) and r > 0]
+    near = [r for b, r in clean if abs(b - size) <= 0.5]
+    if near:
+        return _median(near)
+    below = [(b, r) for b, r in clean if b < size]
+    above = [(b, r) for b, r in clean if b > size]
+    if not below or not above:
+        return None
+    b0 = max(b for b, _ in below)
+    b1 = min(b for b, _ in above)
+    r0 = _median([r for b, r in below if b == b0])
+    r1 = _median([r for b, r in above if b == b1])
+    return r0 + (r1 - r0) * (size - b0) / (b1 - b0)
