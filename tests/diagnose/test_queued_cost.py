@@ -17,6 +17,7 @@ import pytest
 from helpers.scenarios import build, build_variant
 
 from toolkit.analyze.stages import reference_lines
+from toolkit.diagnose import admission
 from toolkit.diagnose.kv import kv_cache_pressure
 from toolkit.run_analysis import RunAnalysis
 
@@ -70,3 +71,18 @@ def test_a_trickle_of_admissions_costs_more_than_proportional_growth(
     assert math.isfinite(proportional) and f.impact > proportional + 0.1
     base = kv_cache_pressure(runs["base"])
     assert base is not None and base.impact is not None and f.impact > base.impact
+
+
+def test_without_a_prefill_rate_both_sides_are_decode_rates(
+    runs: dict[str, RunAnalysis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines older than 0.5.9 carry no ``input throughput``: the phase's decode rate (its
+    requests over its round) against 64 over phase 0's round."""
+    monkeypatch.setattr(admission, "_prefill_rate", lambda ctx, phase: None)
+    ctx = runs["base"]
+    f = kv_cache_pressure(ctx)
+    assert f is not None and f.basis == "measured" and "prefill not counted" in f.summary
+    kv = ctx.phase_summary.filter(pl.col("phase") == 2).row(0, named=True)
+    now = kv["running_est"] / (ctx.phase(2)["bench_tpot_ms"] / 1e3)
+    free = 64 / (ctx.phase(0)["bench_tpot_ms"] / 1e3)
+    assert f.impact == pytest.approx(1 - now / free, abs=1e-6)

@@ -345,21 +345,21 @@ def elasticity(curve: Mapping[int, float], below: int) -> float | None:
     return min(1.0, max(0.0, slope))
 
 
-def round_at(points: Sequence[tuple[float, float]], size: float) -> float | None:
-    """The round at micro-batch ``size`` from measured (micro-batch size, round s) points: the
-    median of the points within half a request of it, else the straight line between the
-    nearest measured sizes below and above it; None outside the measured sizes (how the round
-    grows beyond them is not measured)."""
+def round_at(
+    points: Sequence[tuple[float, float]], size: float
+) -> tuple[float, tuple[float, ...]] | None:
+    """The round at micro-batch ``size`` from measured (micro-batch size, round s) points, and
+    the measured sizes it rests on: the median of the points within half a request of it,
+    else the straight line between the nearest measured sizes below and above it; None
+    outside the measured sizes (how the round grows beyond them is not measured)."""
     clean = [(b, r) for b, r in points if b > 0 and math.isfinite(r) and r > 0]
-    near = [r for b, r in clean if abs(b - size) <= 0.5]
+    near = [(b, r) for b, r in clean if abs(b - size) <= 0.5]
     if near:
-        return _median(near)
-    below = [(b, r) for b, r in clean if b < size]
-    above = [(b, r) for b, r in clean if b > size]
-    if not below or not above:
+        return _median([r for _, r in near]), tuple(sorted({b for b, _ in near}))
+    b0 = max((b for b, _ in clean if b < size), default=None)
+    b1 = min((b for b, _ in clean if b > size), default=None)
+    if b0 is None or b1 is None:
         return None
-    b0 = max(b for b, _ in below)
-    b1 = min(b for b, _ in above)
-    r0 = _median([r for b, r in below if b == b0])
-    r1 = _median([r for b, r in above if b == b1])
-    return r0 + (r1 - r0) * (size - b0) / (b1 - b0)
+    r0 = _median([r for b, r in clean if b == b0])
+    r1 = _median([r for b, r in clean if b == b1])
+    return r0 + (r1 - r0) * (size - b0) / (b1 - b0), (b0, b1)

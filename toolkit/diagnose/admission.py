@@ -209,9 +209,11 @@ def _from_rounds(
     """
     span = ctx.phase(phase)
     isl, osl = span.get("input_len"), span.get("output_len")
-    if not isinstance(isl, float) or not isinstance(osl, float) or isl < 1 or osl < 1:
+    if not isinstance(isl, float) or not isinstance(osl, float):
         return None
-    sizes = _replayed(ctx, relaxed, Workload(offered, round(isl), round(osl)))
+    if not (math.isfinite(isl) and math.isfinite(osl) and isl >= 1 and osl >= 1):
+        return None
+    sizes = _replayed(ctx, relaxed, offered, isl, osl)
     if not sizes:
         return None
     queued = set(_queued(ctx)["phase"].to_list()) | {phase}
@@ -221,9 +223,10 @@ def _from_rounds(
         if took is not None:
             points[r["phase"]] = (float(r["slot_req"]), took)
     size = max(sizes)
-    measured = round_at(list(points.values()), size)
-    if measured is None:
+    found = round_at(list(points.values()), size)
+    if found is None:
         return None
+    measured, rests_on = found
     rnd = measured * (max(1.0, len(sizes) / ctx.pp) if ctx.pp > 1 else 1.0)
     seen, rate = span.get("bench_tok_s"), _prefill_rate(ctx, phase)
     if isinstance(seen, float) and seen > 0 and rate:
@@ -237,11 +240,7 @@ def _from_rounds(
         return None
     impact = max(0.0, 1 - now / free)
     unit = "micro-batch" if ctx.pp > 1 else "batch"
-    used = sorted(k for k, (b, _) in points.items() if abs(b - size) <= 0.5)
-    if not used:  # read between the nearest sizes below and above
-        below = max((b for b, _ in points.values() if b < size), default=None)
-        above = min((b for b, _ in points.values() if b > size), default=None)
-        used = sorted(k for k, (b, _) in points.items() if b in (below, above))
+    used = sorted(k for k, (b, _) in points.items() if b in rests_on)
     named = ", ".join(f"{points[k][0]:g} in phase {k}" for k in used)
     shape = f"{len(sizes)}×{sizes[0]}" if len(set(sizes)) == 1 else "+".join(map(str, sizes))
     return impact, (
@@ -253,12 +252,15 @@ def _from_rounds(
     )
 
 
-def _replayed(ctx: RunAnalysis, relaxed: dict[str, Any], load: Workload) -> list[int]:
-    """The filled slot sizes of ``load`` admitted with the ``relaxed`` layout (none when a
-    request can never fit)."""
+def _replayed(
+    ctx: RunAnalysis, relaxed: dict[str, Any], offered: int, isl: float, osl: float
+) -> list[int]:
+    """The filled slot sizes of a burst of ``offered`` admitted with the ``relaxed`` layout
+    (none when a request can never fit or the load is empty)."""
     try:
+        load = Workload(offered, max(round(isl), 1), max(round(osl), 1))
         return [b for b in admission(ctx.with_layout(**relaxed), load) if b]
-    except ToolkitError:
+    except (ToolkitError, ValueError, ZeroDivisionError):
         return []
 
 
