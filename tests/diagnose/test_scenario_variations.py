@@ -138,13 +138,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "measured gives no trip curve, and the serving model (571 against 1115 tok/s) sizes it"
     ),
     # (test, scenario, variation) → what ppscope said, and why
-    ("impacts", "pp8-several-causes", "waves"): (
-        "kv-cache-pressure 0.65 (assumed) against 0.40: with 4 waves the sweep has no load "
-        "below 64 to measure the growth at and the serving model does not reproduce the c=64 "
-        "phase (1001 modelled against 221 tok/s measured by diagnose/admission."
-        "_measured_tok_s), so diagnose/admission.queued_cost assumes proportional growth "
-        "(x2.8 with all 64 running)"
-    ),
 }
 """(test, scenario, variation) → what ppscope said against what was injected, and why."""
 

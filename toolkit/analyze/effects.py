@@ -11,6 +11,7 @@ with the rows they came from; none uses the serving model:
 * ``trip_curve``: the round time of an under-filled pipeline against its micro-batch size, as a
   straight line through the phases that measured it.
 * ``elasticity``: how throughput grows with concurrency along the run's own benchmark sweep.
+* ``round_at``: the round at one micro-batch size, read from the sizes the run measured.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "elasticity",
     "graph_effect",
     "prefill_effect",
+    "round_at",
     "trip_curve",
 ]
 
@@ -366,3 +368,23 @@ def elasticity(curve: Mapping[int, float], below: int) -> float | None:
     a, b = loads[-2], loads[-1]
     slope = math.log(curve[b] / curve[a]) / math.log(b / a)
     return min(1.0, max(0.0, slope))
+
+
+def round_at(
+    points: Sequence[tuple[float, float]], size: float
+) -> tuple[float, tuple[float, ...]] | None:
+    """The round at micro-batch ``size`` from measured (micro-batch size, round s) points, and
+    the measured sizes it rests on: the median of the points within half a request of it,
+    else the straight line between the nearest measured sizes below and above it; None
+    outside the measured sizes (how the round grows beyond them is not measured)."""
+    clean = [(b, r) for b, r in points if b > 0 and math.isfinite(r) and r > 0]
+    near = [(b, r) for b, r in clean if abs(b - size) <= 0.5]
+    if near:
+        return _median([r for _, r in near]), tuple(sorted({b for b, _ in near}))
+    b0 = max((b for b, _ in clean if b < size), default=None)
+    b1 = min((b for b, _ in clean if b > size), default=None)
+    if b0 is None or b1 is None:
+        return None
+    r0 = _median([r for b, r in clean if b == b0])
+    r1 = _median([r for b, r in clean if b == b1])
+    return r0 + (r1 - r0) * (size - b0) / (b1 - b0), (b0, b1)

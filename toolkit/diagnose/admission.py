@@ -21,11 +21,14 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.effects import elasticity
+from toolkit.analyze.effects import elasticity, round_at
+from toolkit.analyze.model.admission import admission
+from toolkit.analyze.model.spec import Workload
 from toolkit.analyze.stages import reference_lines
 from toolkit.diagnose.finding import Finding, severity_of
 from toolkit.diagnose.slots import measured_round
 from toolkit.diagnose.thresholds import KV_FULL, MODEL_AGREEMENT, NEAR_CAP, QUEUED_SHARE
+from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["binding_limits", "queue_backlog", "queued_cost", "running_cap"]
@@ -48,20 +51,9 @@ def binding_limits(ctx: RunAnalysis) -> list[dict[str, Any]]:
     through its first prefill passes, a few lines. ``queue_req`` is the median of the lines
     with a queue: how many wait while any do.
     """
-    occ = ctx.occupancy
-    if not occ.height:
+    queued = _queued(ctx)
+    if not queued.height:
         return []
-    waiting = pl.col("queue_req").fill_null(0) > 0
-    queued = (
-        occ.group_by("phase")
-        .agg(
-            lines=pl.len(),
-            queued_share=waiting.mean(),
-            queue_req=pl.col("queue_req").filter(waiting).cast(pl.Float64).median(),
-        )
-        .filter(pl.col("queued_share") >= QUEUED_SHARE)
-        .sort("phase")
-    )
     summary = {r["phase"]: r for r in ctx.phase_summary.iter_rows(named=True)}
     out = []
     for q in queued.iter_rows(named=True):
@@ -70,6 +62,21 @@ def binding_limits(ctx: RunAnalysis) -> list[dict[str, Any]]:
             continue
         out.append({**s, **q, "limit": _binder(ctx, s, q)})
     return out
+
+
+def _queued(ctx: RunAnalysis) -> pl.DataFrame:
+    """Per queued phase: its decode lines, the share with a queue and the median queue then."""
+    waiting = pl.col("queue_req").fill_null(0) > 0
+    return (
+        ctx.occupancy.group_by("phase")
+        .agg(
+            lines=pl.len(),
+            queued_share=waiting.mean(),
+            queue_req=pl.col("queue_req").filter(waiting).cast(pl.Float64).median(),
+        )
+        .filter(pl.col("queued_share") >= QUEUED_SHARE)
+        .sort("phase")
+    )
 
 
 def _binder(ctx: RunAnalysis, s: dict[str, Any], q: dict[str, Any]) -> str | None:
@@ -128,9 +135,12 @@ def queued_cost(
     and a sentence saying how it was sized.
 
     Measured when the run's own sweep shows how throughput grows with load below the offered
-    one (elasticity ``e``: cost ``1 − (running/offered)^e``); else the serving model with the
-    limit relaxed (``relaxed`` layout changes), when it reproduces the phase's measured
-    throughput within ``MODEL_AGREEMENT``; else assumed to grow in proportion.
+    one (elasticity ``e``: cost ``1 − (running/offered)^e``), or when another phase of the run
+    measured the round at the micro-batch size all ``offered`` would run at (``_from_rounds``);
+    else the serving model with the limit relaxed (``relaxed`` layout changes), when it
+    reproduces the phase's measured throughput within ``MODEL_AGREEMENT``; else assumed to
+    grow in proportion, which bounds the decode cost of a round that does not grow with the
+    batch (prefill stalls the cap causes are not counted).
     """
     share = min(1.0, max(running, 1.0) / max(offered, 1))
     e = elasticity(ctx.throughput_curve, offered)
@@ -147,6 +157,9 @@ def queued_cost(
         )
     span = ctx.phase(phase)
     isl, osl = span.get("input_len"), span.get("output_len")
+    grown = _from_rounds(ctx, offered, relaxed, phase)
+    if grown is not None:
+        return grown[0], "measured", grown[1]
     now = ctx.model_tok_s(ctx.layout, max(round(running), 1), isl, osl)
     free = ctx.model_tok_s(ctx.with_layout(**relaxed), offered, isl, osl)
     seen = _measured_tok_s(ctx, phase)
@@ -172,10 +185,99 @@ def queued_cost(
         impact,
         "assumed",
         (
-            f"{model} With no sweep to measure how throughput grows with load, it is assumed to "
-            f"grow in proportion: ≈{1 / share:.1f}× with all running (−{impact:.0%} as capped)."
+            f"{model} Nothing in this run measures how throughput grows with load up to "
+            f"{offered} requests, so it is assumed to grow in proportion: ≈{1 / share:.1f}× with "
+            f"all running (−{impact:.0%} as capped; an upper bound of the decode cost if the "
+            "round does not shrink, prefill stalls the cap causes not counted)."
         ),
     )
+
+
+def _from_rounds(
+    ctx: RunAnalysis, offered: int, relaxed: dict[str, Any], phase: int
+) -> tuple[float, str] | None:
+    """The cost from rounds this run measured: all ``offered`` running against the phase.
+
+    The admission replay of ``offered`` requests with the limit relaxed gives the micro-batch
+    sizes they would run at; phases that queued nothing measured the round at the largest of
+    them (``round_at``: that size, or between two measured sizes). With more filled slots
+    than stages a round holds one pass of each, so it lengthens in proportion. A wave of
+    ``offered`` then takes its prefill at the rate the phase's back-to-back prefill passes
+    measured (``input throughput``) plus an output length of rounds, against the benchmark's
+    output throughput of the phase; without a benchmark or a prefill rate both sides are
+    decode rates (requests over the round). None when no phase measured that size.
+    """
+    span = ctx.phase(phase)
+    isl, osl = span.get("input_len"), span.get("output_len")
+    if not isinstance(isl, float) or not isinstance(osl, float):
+        return None
+    if not (math.isfinite(isl) and math.isfinite(osl) and isl >= 1 and osl >= 1):
+        return None
+    sizes = _replayed(ctx, relaxed, offered, isl, osl)
+    if not sizes:
+        return None
+    queued = set(_queued(ctx)["phase"].to_list()) | {phase}
+    points: dict[int, tuple[float, float]] = {}
+    for r in ctx.phase_summary.iter_rows(named=True):
+        took = measured_round(ctx, r) if r["phase"] not in queued and r["slot_req"] else None
+        if took is not None:
+            points[r["phase"]] = (float(r["slot_req"]), took)
+    size = max(sizes)
+    found = round_at(list(points.values()), size)
+    if found is None:
+        return None
+    measured, rests_on = found
+    rnd = measured * (max(1.0, len(sizes) / ctx.pp) if ctx.pp > 1 else 1.0)
+    seen, rate = span.get("bench_tok_s"), _prefill_rate(ctx, phase)
+    if isinstance(seen, float) and seen > 0 and rate:
+        now: float | None = seen
+        free = offered * osl / (offered * isl / rate + osl * rnd)
+        what = f"prefill included: {offered}×{isl:.0f} tokens at the {rate:.0f} tok/s it ran at"
+    else:
+        now, free = _measured_tok_s(ctx, phase), offered / rnd
+        what = "decode rates, prefill not counted"
+    if now is None or free <= 0:
+        return None
+    impact = max(0.0, 1 - now / free)
+    unit = "micro-batch" if ctx.pp > 1 else "batch"
+    used = sorted(k for k, (b, _) in points.items() if b in rests_on)
+    named = ", ".join(f"{points[k][0]:g} in phase {k}" for k in used)
+    shape = f"{len(sizes)}×{sizes[0]}" if len(set(sizes)) == 1 else "+".join(map(str, sizes))
+    return impact, (
+        f" This run measured the round at {unit} size{'s' if len(used) > 1 else ''} {named} "
+        "(phases that queued nothing): "
+        f"≈{measured * 1e3:.1f} ms at {size}, so all {offered} running ({shape} by the "
+        f"admission replay) would deliver ≈{free:.0f} tok/s ({what}) against {now:.0f} "
+        f"measured (−{impact:.0%})."
+    )
+
+
+def _replayed(
+    ctx: RunAnalysis, relaxed: dict[str, Any], offered: int, isl: float, osl: float
+) -> list[int]:
+    """The filled slot sizes of a burst of ``offered`` admitted with the ``relaxed`` layout
+    (none when a request can never fit or the load is empty)."""
+    try:
+        load = Workload(offered, max(round(isl), 1), max(round(osl), 1))
+        return [b for b in admission(ctx.with_layout(**relaxed), load) if b]
+    except (ToolkitError, ValueError, ZeroDivisionError):
+        return []
+
+
+def _prefill_rate(ctx: RunAnalysis, phase: int) -> float | None:
+    """Prompt tokens a second of back-to-back prefill passes in a phase: the 90th percentile of
+    its prefill lines' ``input throughput`` (a pass after a decode or a pause reports less)."""
+    span = ctx.phase(phase)
+    if not span:
+        return None
+    lines = reference_lines(ctx.batches, "prefill").filter(
+        pl.col("ts").is_between(span["start"], span["end"])
+    )
+    rates = lines["input_tok_s"].drop_nulls() if "input_tok_s" in lines.columns else None
+    if rates is None or rates.len() < 2:
+        return None
+    rate = rates.quantile(0.9)
+    return float(rate) if isinstance(rate, float) and rate > 0 else None
 
 
 def _measured_tok_s(ctx: RunAnalysis, phase: int) -> float | None:
