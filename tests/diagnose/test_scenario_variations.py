@@ -131,13 +131,13 @@ DEGRADED: dict[str, dict[str, Degraded]] = {
 # -- known failures -------------------------------------------------------------------------------
 
 KNOWN: dict[tuple[str, str, str], str] = {
+    # (test, scenario, variation) → what ppscope said, and why
     ("impacts", "pp8-several-causes", "length-jitter"): (
         "pp-underfilled-slots 0.49 (modelled) against 0.65 played: the c=128 phase's slots are "
         "uneven, not empty (the replay fills 21+21+22+21+10+11+11+11 and the lines show the "
         "first slot of 21), so only the c=32 phase is under-filled; one micro-batch size "
         "measured gives no trip curve, and the serving model (571 against 1115 tok/s) sizes it"
     ),
-    # (test, scenario, variation) → what ppscope said, and why
 }
 """(test, scenario, variation) → what ppscope said against what was injected, and why."""
 
