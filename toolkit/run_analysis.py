@@ -29,9 +29,11 @@ from toolkit.analyze.config import (
 from toolkit.analyze.cudagraph import cuda_graph_coverage, graph_summary
 from toolkit.analyze.kv import RETRACTION_PREFIXES, kv_pressure, retractions
 from toolkit.analyze.model import Fit, Layout, Params, Workload, fit, observed_frame, predict
+from toolkit.analyze.model.admission import replay_model
 from toolkit.analyze.model.catalog import ModelIdentity, model_spec
 from toolkit.analyze.model.fit import fit_none
 from toolkit.analyze.model.machine import MachineIdentity, prior
+from toolkit.analyze.model.spec import ModelSpec
 from toolkit.analyze.observed_points import observed_points
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.partition import stage_memory, uneven_partition
@@ -178,7 +180,12 @@ class RunAnalysis:
 
     @cached_property
     def phase_summary(self) -> pl.DataFrame:
-        return occupancy_summary(self.occupancy, self.phases, self.layout)
+        return occupancy_summary(self.occupancy, self.phases, self.layout, self.replay_model)
+
+    @cached_property
+    def replay_model(self) -> ModelSpec:
+        context = self.facts.get("context_len")
+        return replay_model(self.model.spec, context if isinstance(context, int) else None)
 
     @cached_property
     def timeline(self) -> pl.DataFrame:

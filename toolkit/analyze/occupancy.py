@@ -25,7 +25,7 @@ import math
 
 import polars as pl
 
-from toolkit.analyze.model import Layout, Workload, admission
+from toolkit.analyze.model import Layout, ModelSpec, Workload, admission
 from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.running import PhaseLine, running_in_phase
 from toolkit.analyze.stages import reference_lines
@@ -252,9 +252,10 @@ def occupancy_summary(
     occupancy: pl.DataFrame,
     phases: pl.DataFrame,
     layout: Layout | None = None,
+    model: ModelSpec | None = None,
 ) -> pl.DataFrame:
     """Per phase: the steady occupancy and an admission replay of the offered burst (schema
-    ``OCCUPANCY_PHASES``).
+    ``OCCUPANCY_PHASES``), against ``model`` (``model.replay_model``).
 
     The steady window is the longest unbroken stretch of lines at ≥ ``STEADY_SHARE`` of the
     phase's peak running estimate (the ``steady_state_serving`` rule of SGLang's benchmark): it
@@ -290,7 +291,7 @@ def occupancy_summary(
     lengths = {r["phase"]: r for r in phases.iter_rows(named=True)}
     replays = []
     for r in agg.iter_rows(named=True):
-        replays.append(_replay(layout, r, lengths.get(r["phase"], {})))
+        replays.append(_replay(layout, r, lengths.get(r["phase"], {}), model))
     agg = agg.with_columns(
         replay=pl.Series([x[0] for x in replays], dtype=_S),
         replay_active=pl.Series([x[1] for x in replays], dtype=_I),
@@ -300,7 +301,10 @@ def occupancy_summary(
 
 
 def _replay(
-    layout: Layout | None, row: dict[str, object], phase: dict[str, object]
+    layout: Layout | None,
+    row: dict[str, object],
+    phase: dict[str, object],
+    model: ModelSpec | None,
 ) -> tuple[str | None, int | None, int | None]:
     if layout is None:
         return None, None, None
@@ -312,7 +316,8 @@ def _replay(
         return None, None, None
     out = osl if isinstance(osl, float) and math.isfinite(osl) and osl >= 1 else isl
     try:
-        occupancy = admission(layout, Workload(c, max(round(isl), 1), max(round(out), 1)))
+        load = Workload(c, max(round(isl), 1), max(round(out), 1))
+        occupancy = admission(layout, load, model) if model else admission(layout, load)
     except ToolkitError:  # a request that can never fit the pool: no replay, not a crash
         return None, None, None
     sizes = [b for b in occupancy if b > 0]

@@ -259,7 +259,7 @@ def _replayed(
     (none when a request can never fit or the load is empty)."""
     try:
         load = Workload(offered, max(round(isl), 1), max(round(osl), 1))
-        return [b for b in admission(ctx.with_layout(**relaxed), load) if b]
+        return [b for b in admission(ctx.with_layout(**relaxed), load, ctx.replay_model) if b]
     except (ToolkitError, ValueError, ZeroDivisionError):
         return []
 

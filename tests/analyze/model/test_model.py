@@ -480,3 +480,19 @@ def test_observed_points_need_the_core_columns_and_a_throughput():
         observed_frame([ObservedPoint("x", 1, 1, 1, float("nan"))])
     with pytest.raises(ToolkitError, match="no observed points"):
         fit([], **INCIDENT_PRIORS)
+
+
+def test_a_replay_takes_the_runs_context_length_not_the_defaults() -> None:
+    """The default request cap depends on the context length: a replay of another model's run
+    reads the run's own (its spec, else the length its log states)."""
+    from dataclasses import replace
+
+    from toolkit.analyze.model import replay_model
+
+    other = replace(KIMI_K2, name="other", context_len=32768)
+    assert replay_model(other, 8192) is other
+    assert replay_model(None, 8192).context_len == 8192
+    assert replay_model(None, None) == KIMI_K2
+    layout = Layout(tp=1, pp=8, max_total_num_tokens=1_500_000)
+    assert layout.running_cap(replay_model(None, 8192).context_len) == 4096
+    assert layout.running_cap(KIMI_K2.context_len) == 2929

@@ -27,7 +27,13 @@ Modules: ``spec`` (inputs and stage times), ``admission``, ``predict``, ``observ
 
 from __future__ import annotations
 
-from toolkit.analyze.model.admission import Batch, Request, SlotScheduler, admission
+from toolkit.analyze.model.admission import (
+    Batch,
+    Request,
+    SlotScheduler,
+    admission,
+    replay_model,
+)
 from toolkit.analyze.model.fit import MODEL_POINTS, Fit, expected_vs_observed, fit
 from toolkit.analyze.model.observed import (
     OBSERVED,
@@ -81,6 +87,7 @@ __all__ = [
     "layer_partition",
     "observed_frame",
     "predict",
+    "replay_model",
     "simulate",
     "what_if",
     "what_if_table",

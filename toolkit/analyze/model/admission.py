@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from toolkit.analyze.model.spec import (
     CLIP_MAX_NEW_TOKENS,
@@ -201,6 +201,17 @@ class SlotScheduler:
                     if req in group:
                         group.remove(req)
         return finished
+
+
+def replay_model(spec: ModelSpec | None, context_len: int | None) -> ModelSpec:
+    """The model a run's admission replay uses: only its context length counts (it sets the
+    default request cap). The run's model, else the default spec with the run's context length
+    (``context_len`` the log states), else the default's own."""
+    if spec is not None:
+        return spec
+    if context_len is not None and context_len > 0:
+        return replace(KIMI_K2, context_len=context_len)
+    return KIMI_K2
 
 
 def admission(layout: Layout, workload: Workload, model: ModelSpec = KIMI_K2) -> tuple[int, ...]:
