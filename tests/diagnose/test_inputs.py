@@ -62,20 +62,16 @@ def test_the_launch_command_stands_in_for_the_dump(tmp_path: Path) -> None:
 
 
 def test_a_full_run_skips_nothing(tmp_path: Path) -> None:
-    """The sample records no process listing: only the check that reads one is skipped, and
-    with a listing nothing is."""
-    rows = skipped_checks([RunAnalysis(SAMPLE / "pp8")])
+    """The sample records every input a check reads (log, trace, results, process listing):
+    nothing is skipped; without its process listing, only the check that reads one is."""
+    assert skipped_checks([RunAnalysis(SAMPLE / "pp8")]) == []
+    run = tmp_path / "pp8"
+    shutil.copytree(SAMPLE / "pp8", run)
+    (run / "compute-apps.csv").unlink()
+    rows = skipped_checks([RunAnalysis(run)])
     assert [(r["check"], r["missing"]) for r in rows] == [
         ("foreign-gpu-process", "process listing")
     ]
-    run = tmp_path / "pp8"
-    shutil.copytree(SAMPLE / "pp8", run)
-    (run / "apps.csv").write_text(
-        "pid, process_name, used_gpu_memory [MiB], gpu_uuid\n"
-        "85690, sglang::scheduler_PP0, 70000 MiB, GPU-3f1a2b4c-0d5e-6f70-8192-a3b4c5d6e7f0\n",
-        encoding="utf-8",
-    )
-    assert skipped_checks([RunAnalysis(run)]) == []
 
 
 def test_diagnose_lists_skipped_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -252,3 +252,17 @@ def test_committed_incident_data_loads_clean_and_matches_the_seed() -> None:
     for (name, c), seed in SEED_POINTS.items():
         measured = _bench(INCIDENT / name)[c]["output_throughput"]
         assert measured == pytest.approx(seed, rel=0.05), (name, c)
+
+
+@pytest.mark.parametrize("name", ["tp8", "pp8"])
+def test_the_process_listing_names_one_scheduler_per_gpu(name: str) -> None:
+    """Each GPU of the trace holds one scheduler, titled as SGLang titles it and found by its
+    UUID: the listing is the server's own, so it names no foreign process."""
+    from toolkit.analyze.processes import judge_processes
+    from toolkit.load.run import load_run
+
+    run = load_run(INCIDENT / name)
+    judged = judge_processes(run.compute_apps)
+    assert sorted(judged["gpu"].to_list()) == list(range(8))
+    assert judged["server"].all()
+    assert judged["process_name"].str.starts_with("sglang::scheduler_").all()

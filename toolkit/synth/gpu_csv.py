@@ -20,7 +20,16 @@ from toolkit.synth.clock import smi_ts
 from toolkit.synth.machine import gpu_memory
 from toolkit.synth.phases import Phase
 
-__all__ = ["GPU_NAME", "HEADER", "QUERY", "SAMPLE_S", "gpu_csv_lines", "write_gpu_csv"]
+__all__ = [
+    "APPS_HEADER",
+    "GPU_NAME",
+    "HEADER",
+    "QUERY",
+    "SAMPLE_S",
+    "compute_apps_lines",
+    "gpu_csv_lines",
+    "write_gpu_csv",
+]
 
 QUERY = (
     "timestamp,index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,"
@@ -36,6 +45,8 @@ GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 MEMORY_TOTAL_MIB = 97887
 SAMPLE_S = 0.1
 WINDOW_S = 1 / 6  # the driver's utilization window
+APPS_HEADER = "timestamp, gpu_uuid, gpu_bus_id, pid, process_name, used_gpu_memory [MiB]"
+_CONTEXT_MIB = 512  # memory.used counts the driver's own context too; a process's share does not
 MARGIN_S = 1.0  # nvidia-smi starts a little before the first run and stops after the last
 
 
@@ -66,11 +77,16 @@ def _uuid(rng: random.Random) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def _machine(layout: Layout, seed: int) -> tuple[random.Random, list[str]]:
+    """The random stream of a run's GPUs, after drawing their UUIDs (index order)."""
+    rng = random.Random(f"gpu-{seed}-{layout.tp}-{layout.pp}")
+    return rng, [_uuid(rng) for _ in range(layout.tp * layout.pp)]
+
+
 def gpu_csv_lines(layout: Layout, phases: Sequence[Phase], seed: int) -> list[str]:
     """The header and every sample row, GPU index order within a sample."""
-    rng = random.Random(f"gpu-{seed}-{layout.tp}-{layout.pp}")
-    gpus = layout.tp * layout.pp
-    uuids = [_uuid(rng) for _ in range(gpus)]
+    rng, uuids = _machine(layout, seed)
+    gpus = len(uuids)
     memory = gpu_memory(layout)
     used = [memory[g // layout.tp].used_mib + rng.randrange(-40, 41) for g in range(gpus)]
     spans: list[list[tuple[float, float]]] = [[] for _ in range(layout.pp)]
@@ -104,6 +120,28 @@ def gpu_csv_lines(layout: Layout, phases: Sequence[Phase], seed: int) -> list[st
                 f"{power:.2f} W, {clock} MHz, {round(temp[g])}"
             )
         n += 1
+    return lines
+
+
+def compute_apps_lines(
+    layout: Layout, schedulers: Sequence[int], phases: Sequence[Phase], seed: int
+) -> list[str]:
+    """``nvidia-smi --query-compute-apps=timestamp,gpu_uuid,gpu_bus_id,pid,process_name,
+    used_memory --format=csv`` as the first benchmark starts: one scheduler per GPU (PP-major
+    pids, GPU ``pp × tp + tp_rank``), titled as SGLang titles it, holding its static pool."""
+    _, uuids = _machine(layout, seed)
+    memory = gpu_memory(layout)
+    at = smi_ts(phases[0].start_s)
+    lines = [APPS_HEADER]
+    for g, (uuid, pid) in enumerate(zip(uuids, schedulers, strict=True)):
+        stage, rank = divmod(g, layout.tp)
+        title = "sglang::scheduler"
+        title += f"_TP{rank}" if layout.tp > 1 else ""
+        title += f"_PP{stage}" if layout.pp > 1 else ""
+        used = memory[stage].used_mib - _CONTEXT_MIB
+        lines.append(
+            f"{at}, {uuid}, 00000000:{0x18 + 0x10 * g:02X}:00.0, {pid}, {title}, {used} MiB"
+        )
     return lines
 
 

@@ -1,4 +1,5 @@
-"""Write whole run directories: ``server.log``, ``gpu.csv``, ``bench.jsonl`` and ``run.toml``."""
+"""Write whole run directories: ``server.log``, ``gpu.csv``, ``compute-apps.csv``,
+``bench.jsonl`` and ``run.toml``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from toolkit.analyze.model import Layout, StageClock
 from toolkit.synth.bench_jsonl import bench_result, write_bench
-from toolkit.synth.gpu_csv import QUERY, gpu_csv_lines, write_gpu_csv
+from toolkit.synth.gpu_csv import QUERY, compute_apps_lines, gpu_csv_lines, write_gpu_csv
 from toolkit.synth.machine import pool_tokens
 from toolkit.synth.phases import Bench, Phase, run_sweep
 from toolkit.synth.profiles import Profile, profile_named
@@ -82,6 +83,8 @@ def write_run(
         out / "server.log", server_log_lines(layout, profile, procs, startup, phases, seed)
     )
     write_gpu_csv(out / "gpu.csv", gpu_csv_lines(layout, phases, seed))
+    apps = compute_apps_lines(layout, procs.schedulers, phases, seed)
+    write_gpu_csv(out / "compute-apps.csv", apps)
     info = _server_info(args, profile, layout)
     write_bench(out / "bench.jsonl", [bench_result(p, bench, profile, info) for p in phases])
     call = _call(layout_name, version, tuple(concurrencies), seed)
