@@ -197,7 +197,7 @@ def test_a_cause_the_window_cannot_size_keeps_its_phase_impact() -> None:
     ctx = RunAnalysis(load_run(TEST_DATA / "diagnose" / "pp8-underfilled", cache=False))
     alone = unexplained_slowdown(ctx)
     assert alone is not None and alone.basis == "modelled"
-    assert alone.evidence["explained_by"][0] == ""
+    assert alone.evidence["explained_by"][0] == "no finding sized for this window"
     phase = alone.phase
     stall = Finding(
         id="prefill-interference",

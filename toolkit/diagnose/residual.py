@@ -299,6 +299,8 @@ def _modelled_imbalance(layout: Layout, params: Params, b: float) -> float:
 
 def _explained_by(named: list[Named]) -> str:
     """The causes counted, each with its impact and where it was sized, for the evidence."""
+    if not named:
+        return "no finding sized for this window"
     return "; ".join(f"{n.finding.id} {n.impact:.3f} ({n.where})" for n in named)
 
 
