@@ -95,6 +95,8 @@ def test_argument_lists(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, words: list[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)  # a relative path ("-", "x") must not reach the checkout
+    log = (TEST_DATA / "sglang" / "v0.5.23-pp8.log").read_bytes()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(log)))  # what "-" reads
     run_dir = tmp_path / "run"
     if not run_dir.exists():
         run_dir.mkdir()

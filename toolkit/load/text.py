@@ -330,7 +330,7 @@ def _utf8_cut(line: bytes, cap: int) -> bytes:
 def chunk_frame(chunk: Chunk, first_lineno: int) -> pl.DataFrame:
     """``lineno`` and ``line`` of a chunk (the same rows ``scan_lines`` gives for its lines)."""
     separator = next((c for c in _SEPARATORS if c not in chunk.data), None)
-    if separator is not None:
+    if separator is not None and not chunk.data.startswith(_COMPRESSED):
         opts = _csv_options(separator.decode()) | {"row_index_offset": first_lineno}
         df = pl.read_csv(chunk.data, **opts)
         if df.height == chunk.lines:

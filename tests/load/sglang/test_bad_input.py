@@ -184,3 +184,40 @@ def test_unknown_prefix_before_a_batch_header(write_log) -> None:
     line = "2025-05-25 21:40:21,123 | scheduler | " + _decode(1)[26:]
     log = load_sglang_log(write_log(line + "\n"), cache=False)
     assert log.batches.get_column("token").to_list() == [33536]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"May 25 21:40:0\x80 gpu-node-1 python3[85690]: ",  # journald -o short
+        b"May 25 21:40:01.12854\x80 gpu-node-1 python3[85690]: ",  # short-precise
+        b"2026-05-25T21:40:01.1\x80Z stdout F ",  # Kubernetes CRI
+        b"2026-05-25T21:40:01Z \x80\x80\x80 F ",
+        b"(Sched\x80ler pid=1) ",  # Ray
+        b"\x80 - - ",
+    ],
+)
+def test_an_invalid_byte_inside_a_wrapper_keeps_every_line(write_log, head: bytes) -> None:
+    """A byte that is not UTF-8 where a wrapper's fixed-width field should be (read as
+    U+FFFD, three bytes for one character) moves no cut into the middle of a character: the
+    file loads and every line is accounted for."""
+    good = {
+        b"May": b"May 25 21:40:02 gpu-node-1 python3[85690]: ",
+        b"2026": b"2026-05-25T21:40:02Z stdout F ",
+        b"(": b"(Scheduler pid=1) ",
+        b"\x80": b"",
+    }[next(k for k in (b"May", b"2026", b"(", b"\x80") if head.startswith(k))]
+    lines = [good + _decode(s).encode() for s in range(1, 6)]
+    lines.insert(2, head + _decode(9).encode())
+    log = load_sglang_log(write_log(b"\n".join(lines) + b"\n"), cache=False)
+    assert log.events.height == 6
+    assert sum(log.coverage()["counts"].values()) == 6
+    assert log.batches.height == 6
+
+
+def test_a_line_that_looks_compressed_is_text(write_log) -> None:
+    """Bytes polars' CSV reader would inflate (a zlib header) at the start of a chunk stay
+    lines of text."""
+    log = load_sglang_log(write_log(b"x\x01\x00\x00\x00\x00\n" + _decode(1).encode() + b"\n"))
+    assert log.events.height == 2
+    assert log.batches.height == 1

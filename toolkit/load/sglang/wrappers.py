@@ -45,8 +45,10 @@ def byte_slice(
     """``text`` from byte ``offset`` on (what ``str.find`` returns), at most ``length`` bytes.
 
     ``str.slice`` counts characters, so a find's offset would cut a line holding any non-ASCII
-    character before it in the wrong place. Offsets and ends fall on ASCII separators, so the
-    cut text stays valid UTF-8; a negative length counts as 0.
+    character before it in the wrong place. Both ends must be where a find of an ASCII
+    separator put them (or that plus the separator's length), on every row: the cut text is
+    then valid UTF-8, while a cut inside a character fails the whole column. A fixed number of
+    characters is cut with ``str.slice`` instead. A negative length counts as 0.
     """
     if isinstance(length, pl.Expr):
         length = length.clip(lower_bound=0)
@@ -89,10 +91,14 @@ def _journal(width: int, iso: bool) -> Callable[[pl.Expr, int | None], Split]:
         else:
             ts = _NO_TS  # short format has no year and the log gave none to borrow
         ok = _AT.is_not_null() & (_AT > _END) & (line.str.slice(_END, 1) == " ")
+        if iso:
+            header = byte_slice(line, _END + 1, _AT - _END - 1)
+        else:  # the time is a fixed number of characters
+            header = byte_slice(line, 0, _AT).str.slice(width + 1)
         return Split(
             pl.when(_OK).then(byte_slice(line, _AT + 2)).otherwise(line),
             pl.when(_OK).then(ts),
-            pl.when(_OK).then(byte_slice(line, _END + 1, _AT - _END - 1)),
+            pl.when(_OK).then(header),
             _NO_TEXT,
             ({"_wend": end, "_wat": line.str.find(": ", literal=True)}, {"_wok": ok}),
         )
@@ -114,10 +120,11 @@ def _timestamped(line: pl.Expr, year: int | None) -> Split:
 
 def _cri(line: pl.Expr, year: int | None) -> Split:
     """Kubernetes node log: ``<RFC 3339> stdout|stderr F|P <line>``."""
-    stream = byte_slice(line, _END + 1, 6)
-    ok = stream.is_in(["stdout", "stderr"]) & byte_slice(line, _END + 8, 2).is_in(["F ", "P "])
+    after = byte_slice(line, _END + 1)
+    stream = after.str.slice(0, 6)
+    ok = stream.is_in(["stdout", "stderr"]) & after.str.slice(7, 2).is_in(["F ", "P "])
     return Split(
-        pl.when(_OK).then(byte_slice(line, _END + 10)).otherwise(line),
+        pl.when(_OK).then(after.str.slice(9)).otherwise(line),
         pl.when(_OK).then(_iso_ts(byte_slice(line, 0, _END))),
         _NO_TEXT,
         pl.when(_OK).then(stream),
@@ -140,7 +147,7 @@ def _compose(line: pl.Expr, year: int | None) -> Split:
 
 def _python_logger(line: pl.Expr, year: int | None) -> Split:
     """A parent Python logger: ``2025-03-07 23:50:27,531 - name - LEVEL - <line>``."""
-    after_name = byte_slice(line, 26)
+    after_name = line.str.slice(26)  # the time and " - ": 26 characters
     after_level = byte_slice(after_name, _AT + 3)
     level_end = after_level.str.find(" - ", literal=True)
     ok = (line.str.slice(19, 1) == ",") & (line.str.slice(23, 3) == " - ") & _AT.is_not_null()
@@ -162,7 +169,7 @@ def _ray(line: pl.Expr, year: int | None) -> Split:
     return Split(
         pl.when(_OK).then(byte_slice(line, _AT + 2)).otherwise(line),
         _NO_TS,
-        pl.when(_OK).then(byte_slice(line, 1, _AT - 1)),
+        pl.when(_OK).then(byte_slice(line, 0, _AT).str.slice(1)),
         _NO_TEXT,
         ({"_wat": line.str.find(") ", literal=True)}, {"_wok": ok}),
     )
