@@ -15,7 +15,7 @@ import bz2
 import io
 import lzma
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ __all__ = [
     "CODECS",
     "Codec",
     "Stream",
-    "buffered",
+    "bounded_lines",
     "codec_of",
     "head_bytes",
     "identify",
@@ -282,9 +282,26 @@ class _Raw(io.RawIOBase):
         return len(data)
 
 
-def buffered(stream: Stream) -> io.BufferedReader:
+def _buffered(stream: Stream) -> io.BufferedReader:
     """``stream`` with ``readline(limit)``: a file's lines, decompressed in bounded blocks."""
     return io.BufferedReader(_Raw(stream), buffer_size=_BLOCK)
+
+
+def bounded_lines(stream: Stream, limit: int) -> Iterator[tuple[int, bytes, bool]]:
+    """``(line number, bytes, whole)`` of each line of ``stream``, each read within ``limit``
+    bytes: a longer line gives its first ``limit + 1`` bytes with ``whole`` False, and the rest
+    of it is skipped in bounded pieces. ``stream.problem`` says afterwards whether it ended
+    early."""
+    f = _buffered(stream)
+    lineno = 0
+    while raw := f.readline(limit + 1):
+        lineno += 1
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            while (more := f.readline(1 << 20)) and not more.endswith(b"\n"):
+                pass
+            yield lineno, raw, False
+        else:
+            yield lineno, raw, True
 
 
 def head_bytes(path: str | Path, max_bytes: int) -> bytes:

@@ -50,18 +50,9 @@ def snapshots(
     """
     path = check_input(path)
     with compression.Stream(path) as stream:
-        f = compression.buffered(stream)
         lineno = 0
-        while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                if stream.problem:
-                    skipped.add("compressed", f"{path}: after line {lineno}: {stream.problem}")
-                return
-            lineno += 1
-            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                while (more := f.readline(1 << 20)) and not more.endswith(b"\n"):
-                    pass  # the rest of the over-long line, read in bounded pieces
+        for lineno, raw, whole in compression.bounded_lines(stream, MAX_LINE_BYTES):
+            if not whole:
                 _reject(path, lineno, "line longer than 64 MiB", raw[:200], skipped, strict)
                 continue
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
@@ -73,6 +64,8 @@ def snapshots(
                 _reject(path, lineno, found, line, skipped, strict)
                 continue
             yield lineno, *found
+        if stream.problem:
+            skipped.add("compressed", f"{path}: after line {lineno}: {stream.problem}")
 
 
 def _snapshot(line: str) -> tuple[datetime, str] | str:

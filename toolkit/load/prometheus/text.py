@@ -102,24 +102,17 @@ def _flush(
 def _lines(path: Path, skipped: Tally, strict: bool) -> Iterator[tuple[int, str]]:
     """Numbered lines, each read within ``MAX_TEXT_LINE_BYTES``."""
     with compression.Stream(path) as stream:
-        f = compression.buffered(stream)
         lineno = 0
-        while True:
-            raw = f.readline(MAX_TEXT_LINE_BYTES + 1)
-            if not raw:
-                if stream.problem:
-                    skipped.add("compressed", f"{path}: after line {lineno}: {stream.problem}")
-                return
-            lineno += 1
-            if len(raw) > MAX_TEXT_LINE_BYTES and not raw.endswith(b"\n"):
-                while (more := f.readline(1 << 20)) and not more.endswith(b"\n"):
-                    pass  # the rest of the over-long line, read in bounded pieces
+        for lineno, raw, whole in compression.bounded_lines(stream, MAX_TEXT_LINE_BYTES):
+            if not whole:
                 text = raw[:200].decode("utf-8", "replace")
                 if strict:
                     raise ParseError(path, lineno, "line longer than 1 MiB", text)
                 skipped.add("bad line", f"{path}:{lineno}: line longer than 1 MiB")
                 continue
             yield lineno, raw.decode("utf-8", "replace").rstrip("\r\n")
+        if stream.problem:
+            skipped.add("compressed", f"{path}: after line {lineno}: {stream.problem}")
 
 
 def _http_date(value: str) -> datetime | None:
