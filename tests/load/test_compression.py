@@ -274,3 +274,21 @@ def test_a_zstd_frame_with_a_huge_window_says_how_to_read_it(tmp_path: Path) -> 
         f"{path}: nothing could be read: zstd data needs a window over 128 MiB (made with zstd "
         "--long: decompress it with zstd -d --long=31 first)"
     )
+
+
+def test_bounded_lines_skip_an_over_long_line_in_pieces(tmp_path: Path) -> None:
+    """A line longer than the limit gives its head and ``whole`` False, the lines after it are
+    numbered on; a cut gzip stream ends with its problem stated."""
+    body = b"short\n" + b"x" * 5000 + b"\nafter\nlast"
+    path = tmp_path / "lines.gz"
+    path.write_bytes(gzip.compress(body))
+    with compression.Stream(path) as stream:
+        got = [(n, raw[:6], w) for n, raw, w in compression.bounded_lines(stream, 100)]
+        assert stream.problem is None
+    assert got == [(1, b"short\n", True), (2, b"xxxxxx", False), (3, b"after\n", True),
+                   (4, b"last", True)]  # fmt: skip
+    cut = tmp_path / "cut.gz"
+    cut.write_bytes(gzip.compress(body * 200)[:-40])
+    with compression.Stream(cut) as stream:
+        assert sum(1 for _ in compression.bounded_lines(stream, 100)) > 1
+        assert stream.problem
