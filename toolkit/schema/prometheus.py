@@ -20,6 +20,14 @@ KINDS: tuple[str, ...] = ("gauge", "counter", "histogram")
 RANK_LABELS: tuple[str, ...] = ("pp_rank", "tp_rank", "dp_rank")
 """Labels SGLang ≥ 0.4 puts on scheduler metrics; each becomes its own integer column."""
 
+_SERIES_LABELS: tuple[Column, ...] = (
+    Column("pp_rank", _I32, "pipeline stage (label pp_rank); null when not labelled"),
+    Column("tp_rank", _I32, "tensor-parallel rank (label tp_rank); null when not labelled"),
+    Column("dp_rank", _I32, "data-parallel rank (label dp_rank); null when not labelled"),
+    Column("labels", _S, "the other labels as a JSON object, keys sorted ({} when none)"),
+)
+"""The columns that tell a metric's series apart, in every metrics table."""
+
 METRIC_COLUMNS: tuple[Column, ...] = (
     Column("source", _S, "input file"),
     Column("lineno", pl.Int64(), "1-based line of the scrape (capture snapshots); null for JSON"),
@@ -27,10 +35,7 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     Column("interval_s", _F, "seconds since the series' previous scrape; null for a first gauge"),
     Column("metric", _S, "name as exposed: sglang:num_running_reqs, sglang:prompt_tokens_total"),
     Column("kind", _S, "gauge, counter or histogram (a summary is read as a histogram)"),
-    Column("pp_rank", _I32, "pipeline stage (label pp_rank); null when not labelled"),
-    Column("tp_rank", _I32, "tensor-parallel rank (label tp_rank); null when not labelled"),
-    Column("dp_rank", _I32, "data-parallel rank (label dp_rank); null when not labelled"),
-    Column("labels", _S, "the other labels as a JSON object, keys sorted ({} when none)"),
+    *_SERIES_LABELS,
     Column(
         "value",
         _F,
@@ -47,10 +52,7 @@ UNTIMED_COLUMNS: tuple[Column, ...] = (
     Column("metric", _S, "name as exposed"),
     Column("kind", _S, "gauge, counter or histogram"),
     Column("part", _S, "value (gauge, counter), or sum or count (histogram)"),
-    Column("pp_rank", _I32, "pipeline stage (label pp_rank); null when not labelled"),
-    Column("tp_rank", _I32, "tensor-parallel rank (label tp_rank); null when not labelled"),
-    Column("dp_rank", _I32, "data-parallel rank (label dp_rank); null when not labelled"),
-    Column("labels", _S, "the other labels as a JSON object, keys sorted ({} when none)"),
+    *_SERIES_LABELS,
     Column(
         "value",
         _F,
