@@ -26,6 +26,7 @@ import math
 import polars as pl
 
 from toolkit.analyze.model import Layout, ModelSpec, Workload, admission
+from toolkit.analyze.model.admission import occupancy_shape
 from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.running import PhaseLine, running_in_phase
 from toolkit.analyze.stages import reference_lines
@@ -321,7 +322,4 @@ def _replay(
     except ToolkitError:  # a request that can never fit the pool: no replay, not a crash
         return None, None, None
     sizes = [b for b in occupancy if b > 0]
-    if not sizes:
-        return "empty", 0, 0
-    shape = f"{len(sizes)}×{sizes[0]}" if len(set(sizes)) == 1 else "+".join(map(str, sizes))
-    return shape, len(sizes), max(sizes)
+    return occupancy_shape(occupancy), len(sizes), max(sizes, default=0)

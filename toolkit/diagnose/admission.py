@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.analyze.effects import elasticity, round_at
-from toolkit.analyze.model.admission import admission
+from toolkit.analyze.model.admission import admission, occupancy_shape
 from toolkit.analyze.model.spec import Workload
 from toolkit.analyze.stages import reference_lines
 from toolkit.diagnose.finding import Finding, severity_of
@@ -242,7 +242,7 @@ def _from_rounds(
     unit = "micro-batch" if ctx.pp > 1 else "batch"
     used = sorted(k for k, (b, _) in points.items() if b in rests_on)
     named = ", ".join(f"{points[k][0]:g} in phase {k}" for k in used)
-    shape = f"{len(sizes)}×{sizes[0]}" if len(set(sizes)) == 1 else "+".join(map(str, sizes))
+    shape = occupancy_shape(sizes)
     return impact, (
         f" This run measured the round at {unit} size{'s' if len(used) > 1 else ''} {named} "
         "(phases that queued nothing): "

@@ -203,6 +203,17 @@ class SlotScheduler:
         return finished
 
 
+def occupancy_shape(occupancy: tuple[int, ...] | list[int]) -> str:
+    """Slot occupancy as ``n×b`` (``4×8``), the filled slots' sizes when they differ
+    (``21+21+10``), or ``empty``."""
+    sizes = [b for b in occupancy if b > 0]
+    if not sizes:
+        return "empty"
+    if len(set(sizes)) == 1:
+        return f"{len(sizes)}×{sizes[0]}"
+    return "+".join(map(str, sizes))
+
+
 def replay_model(spec: ModelSpec | None, context_len: int | None) -> ModelSpec:
     """The model a run's admission replay uses: only its context length counts (it sets the
     default request cap). The run's model, else the default spec with the run's context length

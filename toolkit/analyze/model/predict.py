@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from toolkit.analyze.model.admission import admission
+from toolkit.analyze.model.admission import admission, occupancy_shape
 from toolkit.analyze.model.spec import Layout, Params, StageClock, Workload
 
 __all__ = ["Prediction", "predict"]
@@ -64,12 +64,7 @@ class Prediction:
     @property
     def shape(self) -> str:
         """Occupancy as ``n×b`` (``4×8``), or the slot sizes when they differ."""
-        sizes = [b for b in self.occupancy if b > 0]
-        if not sizes:
-            return "empty"
-        if len(set(sizes)) == 1:
-            return f"{len(sizes)}×{sizes[0]}"
-        return "+".join(map(str, sizes))
+        return occupancy_shape(self.occupancy)
 
 
 def predict(layout: Layout, workload: Workload, params: Params) -> Prediction:
