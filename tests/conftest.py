@@ -6,6 +6,11 @@ import os
 import tempfile
 from pathlib import Path
 
+# The compiled log pass checks every index in tests (an out-of-range read raises instead of
+# reading past a line), compiled into a cache of the session's own.
+os.environ.setdefault("NUMBA_BOUNDSCHECK", "1")
+os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="ppscope-test-numba-"))
+
 import pytest
 from helpers import TEST_DATA
 from hypothesis import HealthCheck, settings

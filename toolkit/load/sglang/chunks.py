@@ -20,6 +20,7 @@ import polars as pl
 
 from toolkit.load import compression
 from toolkit.load import text as lines_io
+from toolkit.load.sglang import fastlane
 from toolkit.load.sglang.batch_line import KEY_COLUMN, parse_batch_message
 from toolkit.load.sglang.plan import (
     ODD_TEXT,
@@ -75,7 +76,7 @@ def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) ->
     """Type one chunk, write ``part-NNNNN.parquet`` (and ``fix-NNNNN.parquet`` for batch lines
     the fast plan left unresolved) into ``out``; return the piece's facts for the manifest."""
     frame = lines_io.chunk_frame(chunk, first_lineno)
-    typed = job.plan(frame.lazy(), ansi=b"\x1b" in chunk.data).collect()
+    typed = _typed_lines(job, chunk, frame)
     del frame
     typed = _refined(typed)
     typed = typed.with_columns(line_bytes=pl.lit(None, pl.Int64))
@@ -84,6 +85,8 @@ def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) ->
     fix = _fixups(typed.filter(pl.col("unresolved")))
     stats = _stats(typed)
     name = f"part-{chunk.index:05d}.parquet"
+    if chunk.index:  # the first piece holds every column: it gives the store's schema
+        typed = typed.select(c.name for c in typed.iter_columns() if c.null_count() < c.len())
     typed.write_parquet(out / name, compression="lz4", statistics=True)
     piece = {"name": name, "rows": typed.height, **file_facts(out / name)}
     fix_piece = None
@@ -100,6 +103,23 @@ def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) ->
         "long_lines": len(chunk.long),
         **stats,
     }
+
+
+def _typed_lines(job: Job, chunk: lines_io.Chunk, frame: pl.DataFrame) -> pl.DataFrame:
+    """Every line of the chunk typed, in line order: the fast lane's lines and the plan's."""
+    ansi = b"\x1b" in chunk.data
+    table = None
+    if fastlane.ENABLED and job.wrapper in fastlane.WRAPPER_CODES and frame.height:
+        table = fastlane.shape_table(list(job.shapes))
+    if table is None:
+        return job.plan(frame.lazy(), ansi=ansi).collect()
+    lane = fastlane.scan(chunk.data, chunk.lines, job.wrapper, job.year, table)
+    slow = job.plan(frame.filter(pl.Series(~lane.taken(frame.height))).lazy(), ansi=ansi)
+    slow = slow.collect()
+    if not lane.line.size:
+        return slow
+    fast = fastlane.rows(lane, frame, table, slow.schema, wrapper=job.wrapper, year=job.year)
+    return pl.concat([fast, slow]).sort("lineno")  # a third of the time of merge_sorted
 
 
 def empty_chunk() -> lines_io.Chunk:

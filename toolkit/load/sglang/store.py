@@ -73,8 +73,8 @@ class Store:
     long_lines: int = 0  # lines cut at ``text.LINE_CAP``
 
     def scan(self) -> pl.LazyFrame:
-        """Every typed line, lazily, in file order."""
-        return pl.scan_parquet(list(self.pieces))
+        """Every typed line, lazily, in file order (a column a piece does not hold is null)."""
+        return pl.scan_parquet(list(self.pieces), missing_columns="insert")
 
     def fixups(self) -> pl.DataFrame:
         """Batch lines the fast plan left unresolved, typed by the slower tiers."""

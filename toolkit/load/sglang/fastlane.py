@@ -1,0 +1,457 @@
+"""The lines most of a log is made of, typed by one compiled pass over a chunk's bytes.
+
+A steady-state SGLang log is mostly ``Decode batch`` / ``Prefill batch`` lines and uvicorn
+access lines behind one wrapper. ``scan`` reads each line once and takes it only when it is
+printable ASCII of exactly the common form: the file's wrapper (none, or journald ``short`` /
+``short-precise``), a dated ``[date time(.mmm)( TAGn)*]`` prefix at its start, then a batch
+message of one of the file's sampled shapes with plain values (``12``, ``0.07``, ``True``), or
+an access line. ``rows`` gives such a line the row ``plan.line_plan`` gives it; every other line
+is left to the plan. The lane narrows where a line is typed, never what it becomes: a test holds
+the two equal on every fixture and on generated lines near each boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import polars as pl
+
+from toolkit.load.sglang.batch_line import GRAPH_LABELS, KEY_COLUMN
+
+ENABLED = True
+"""Off, every line goes through the plan (the tests compare both ways)."""
+
+WRAPPER_CODES = {"raw": 0, "journald-short": 15, "journald-short-precise": 22}
+KINDS = ("decode", "prefill", "http")
+_INT, _FLOAT, _BOOL = 0, 1, 2
+_MONTHS = np.frombuffer(b"JanFebMarAprMayJunJulAugSepOctNovDec", np.uint8)
+_TAGS = (b"ATTN_CP", b"MOE_DP", b"DP", b"PP", b"TP", b"EP")
+_TAG_TEXT = np.frombuffer(b"".join(_TAGS), np.uint8)
+_TAG_END = np.cumsum([len(t) for t in _TAGS]).astype(np.int64)
+_POW10 = np.array([10.0**k for k in range(16)])  # exact: a digit string over one is exact
+_HEADS = (b"Decode batch", b"Prefill batch", b"INFO:")
+_HEAD_TEXT = np.frombuffer(b"".join(_HEADS), np.uint8)
+_HEAD_END = np.cumsum([len(h) for h in _HEADS]).astype(np.int64)
+_ACCESS = np.frombuffer(b' - "', np.uint8)
+_BOOLS = np.frombuffer(b"TrueFalse", np.uint8)
+_MAX_INT_DIGITS = 18
+_MAX_FLOAT_DIGITS = 15  # a mantissa below 2**53 over a power of ten below 1e16: rounded once
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """The file's sampled batch shapes as flat arrays for the compiled pass."""
+
+    kinds: np.ndarray  # per shape: 0 decode, 1 prefill
+    key_start: np.ndarray  # per shape: its first key (index into the key arrays), plus the end
+    text: np.ndarray  # every key's printed text, one after the other
+    text_end: np.ndarray  # per key: where its text ends in ``text``
+    column: np.ndarray  # per key: its column among ``columns``
+    vtype: np.ndarray  # per key: _INT, _FLOAT or _BOOL
+    pct: np.ndarray  # per key: a trailing ``%`` is dropped first
+    holds: np.ndarray  # per shape and a last row for no shape, per column: a key of it
+    device: tuple[str | None, ...]  # per shape, then None: the device of its graph key
+    columns: tuple[str, ...]
+
+
+def shape_table(shapes: list[tuple[str, tuple[str, ...]]]) -> Shapes | None:
+    """The shapes as arrays, or None when one holds a type the lane does not read."""
+    types = {pl.Int64: _INT, pl.Float64: _FLOAT, pl.Boolean: _BOOL}
+    fields = [KEY_COLUMN[k] for _, keys in shapes for k in keys]
+    if any(not keys for _, keys in shapes) or any(f.dtype not in types for f in fields):
+        return None
+    columns = tuple(dict.fromkeys(f.column for f in fields))
+    keys = [k for _, ks in shapes for k in ks]
+    if not all(k.isascii() for k in keys):
+        return None
+    holds = np.zeros((len(shapes) + 1, len(columns)), np.bool_)
+    for j, (_, ks) in enumerate(shapes):
+        for k in ks:
+            holds[j, columns.index(KEY_COLUMN[k].column)] = True
+    return Shapes(
+        kinds=np.array([0 if kind == "decode" else 1 for kind, _ in shapes], np.int64),
+        key_start=np.cumsum([0] + [len(ks) for _, ks in shapes]).astype(np.int64),
+        text=np.frombuffer("".join(keys).encode() or b"\0", np.uint8),
+        text_end=np.cumsum([len(k) for k in keys]).astype(np.int64),
+        column=np.array([columns.index(f.column) for f in fields], np.int64),
+        vtype=np.array([types[f.dtype] for f in fields], np.int64),
+        pct=np.array([f.column.endswith("_pct") for f in fields], np.bool_),
+        holds=holds,
+        device=(
+            *(next((k.split()[0] for k in ks if k in GRAPH_LABELS), None) for _, ks in shapes),
+            None,
+        ),
+        columns=columns,
+    )
+
+
+@dataclass(frozen=True)
+class Lane:
+    """The lines of a chunk the pass took, in order: their index in the chunk and their fields
+    (byte offsets are from the line's start)."""
+
+    line: np.ndarray
+    kind: np.ndarray
+    shape: np.ndarray  # -1 for an access line
+    wrapper_us: np.ndarray
+    header_end: np.ndarray  # the header starts after the journal time
+    ts_ms: np.ndarray
+    ranks: np.ndarray  # start, end
+    message: np.ndarray  # start
+    values: np.ndarray  # per column: an integer, or a float's bits
+
+    def taken(self, lines: int) -> np.ndarray:
+        """Per line of the chunk: the pass took it."""
+        mask = np.zeros(lines, np.bool_)
+        mask[self.line] = True
+        return mask
+
+
+def scan(data: bytes, lines: int, wrapper: str, year: int | None, table: Shapes) -> Lane:
+    """Run the compiled pass over the first ``lines`` lines of ``data``."""
+    buf = np.frombuffer(data, np.uint8)
+    line = np.empty(lines, np.int64)
+    kind = np.empty(lines, np.int8)
+    shape = np.empty(lines, np.int8)
+    wrapper_us = np.empty(lines, np.int64)
+    header_end = np.empty(lines, np.int32)
+    ts_ms = np.empty(lines, np.int64)
+    ranks = np.empty((2, lines), np.int32)
+    message = np.empty(lines, np.int32)
+    values = np.zeros((len(table.columns), lines), np.int64)
+    n = _scan(
+        buf, lines, WRAPPER_CODES[wrapper], -1 if year is None else year,
+        table.kinds, table.key_start, table.text, table.text_end, table.column, table.vtype,
+        table.pct,
+        line, kind, shape, wrapper_us, header_end, ts_ms, ranks, message, values,
+        values.view(np.float64),
+    )  # fmt: skip
+    return Lane(
+        line[:n], kind[:n], shape[:n], wrapper_us[:n], header_end[:n], ts_ms[:n],
+        ranks[:, :n], message[:n], values[:, :n],
+    )  # fmt: skip
+
+
+def rows(lane: Lane, frame: pl.DataFrame, table: Shapes, schema: pl.Schema, *, wrapper: str,
+         year: int | None) -> pl.DataFrame:  # fmt: skip
+    """The plan's rows (``schema``) of the lines ``lane`` took, from the chunk's line frame."""
+    width = WRAPPER_CODES[wrapper]
+    shape = lane.shape.astype(np.int64)
+    shape[shape < 0] = len(table.device) - 1  # no shape: the last row of ``holds``, ``device``
+    held = table.holds[shape]
+    columns = [
+        frame.get_column("line").gather(lane.line),
+        pl.Series("r0", lane.ranks[0]),
+        pl.Series("r1", lane.ranks[1] - lane.ranks[0]),
+        pl.Series("m0", lane.message),
+        pl.Series("h1", lane.header_end - (width + 1)),
+        pl.Series("ts", lane.ts_ms).cast(pl.Datetime("ms")),
+        pl.Series("wrapper_ts", lane.wrapper_us).cast(pl.Datetime("us")),
+    ]
+    for c, name in enumerate(table.columns):
+        values = lane.values[c]
+        values = values.view(np.float64) if schema[name] == pl.Float64 else values
+        columns += [pl.Series(name, values), pl.Series(f"_held{c}", held[:, c])]
+    line = pl.col("line")
+    out: dict[str, pl.Expr] = {
+        "lineno": pl.lit(frame.get_column("lineno").gather(lane.line)),
+        "odd": pl.lit(False),
+        "has_prefix": pl.lit(True),
+        "ts": pl.col("ts"),
+        "ranks": line.str.slice(pl.col("r0"), pl.col("r1")),
+        "message": line.str.slice(pl.col("m0")),
+        "kind": pl.lit(pl.Series(KINDS, dtype=pl.String).gather(lane.kind)),
+        "unresolved": pl.lit(False),
+        **{
+            name: pl.when(pl.col(f"_held{c}")).then(pl.col(name))
+            for c, name in enumerate(table.columns)
+        },
+    }
+    if width:
+        out["header"] = line.str.slice(width + 1, pl.col("h1"))
+        if year is not None:
+            out["wrapper_ts"] = pl.col("wrapper_ts")
+    if "graph_device" in schema:
+        out["graph_device"] = pl.lit(pl.Series(table.device, dtype=pl.String).gather(shape))
+    return pl.DataFrame(columns).select(
+        (out[name] if name in out else pl.lit(None)).cast(dtype).alias(name)
+        for name, dtype in schema.items()
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The compiled pass. Every read is checked against the line's end; a line that leaves the
+# common form at any byte is not taken.
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _digit(b):
+    return b - 48 if 48 <= b <= 57 else -1
+
+
+@numba.njit(nogil=True, cache=True)
+def _number(buf, p, n):
+    """The value of the ``n`` digits at ``p``, or -1."""
+    v = 0
+    for k in range(n):
+        d = _digit(buf[p + k])
+        if d < 0:
+            return -1
+        v = v * 10 + d
+    return v
+
+
+@numba.njit(nogil=True, cache=True)
+def _days(y, m, d):
+    """Days from 1970-01-01 to the civil date (H. Hinnant's days_from_civil)."""
+    y -= m <= 2
+    era = (y if y >= 0 else y - 399) // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+@numba.njit(nogil=True, cache=True)
+def _month_days(y, m):
+    if m == 2:
+        return 29 if (y % 4 == 0 and y % 100 != 0) or y % 400 == 0 else 28
+    return 30 if m == 4 or m == 6 or m == 9 or m == 11 else 31
+
+
+@numba.njit(nogil=True, cache=True)
+def _same(buf, p, e, text, t0, t1):
+    """``buf[p:]`` starts with ``text[t0:t1]`` before ``e``."""
+    if p + (t1 - t0) > e:
+        return False
+    for k in range(t1 - t0):  # noqa: SIM110 (a compiled loop, not a generator)
+        if buf[p + k] != text[t0 + k]:
+            return False
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def _clock(buf, p):
+    """Seconds of the day of ``HH:MM:SS`` at ``p``, or -1."""
+    h, m, s = _number(buf, p, 2), _number(buf, p + 3, 2), _number(buf, p + 6, 2)
+    if buf[p + 2] != 58 or buf[p + 5] != 58 or not (0 <= h <= 23 and 0 <= m <= 59 and 0 <= s <= 59):
+        return -1
+    return h * 3600 + m * 60 + s
+
+
+@numba.njit(nogil=True, cache=True)
+def _month(buf, p):
+    """1-12 for the English month abbreviation at ``p``, else 0."""
+    for k in range(12):
+        m = 3 * k
+        if buf[p] == _MONTHS[m] and buf[p + 1] == _MONTHS[m + 1] and buf[p + 2] == _MONTHS[m + 2]:
+            return k + 1
+    return 0
+
+
+@numba.njit(nogil=True, cache=True)
+def _journal(buf, s, n, width, year, k, wrapper_us, header_end):
+    """journald ``short``/``short-precise``: where the line after ``host ident[pid]: ``
+    starts, or -1."""
+    if s + width + 3 > n or buf[s + 3] != 32 or buf[s + 6] != 32 or buf[s + width] != 32:
+        return -1
+    month = _month(buf, s)
+    d1, d2 = buf[s + 4], _digit(buf[s + 5])
+    day = d2 if d1 == 32 else 10 * _digit(d1) + d2
+    if month == 0 or d2 < 0 or not (1 <= day <= 31) or (d1 != 32 and _digit(d1) < 1):
+        return -1
+    secs = _clock(buf, s + 7)
+    micros = 0
+    if width == 22:
+        micros = _number(buf, s + 16, 6)
+        if buf[s + 15] != 46 or micros < 0:
+            return -1
+    at = s + width  # no ": " before: the time has none, and a space follows it
+    while at + 1 < n and not (buf[at] == 58 and buf[at + 1] == 32):
+        if buf[at] < 32 or buf[at] > 126:  # the line's end, or not printable ASCII
+            return -1
+        at += 1
+    if secs < 0 or at + 1 >= n or at - s <= width:
+        return -1
+    if year >= 0:
+        if day > _month_days(year, month):
+            return -1
+        wrapper_us[k] = (_days(year, month, day) * 86400 + secs) * 1_000_000 + micros
+    header_end[k] = at - s
+    return at + 2
+
+
+@numba.njit(nogil=True, cache=True)
+def _tag(buf, q, n):
+    """Length of the rank tag (DP, PP, TP, EP, ATTN_CP, MOE_DP) at ``q``, else 0."""
+    c = buf[q]
+    if (c == 68 or c == 80 or c == 84 or c == 69) and q + 1 < n and buf[q + 1] == 80:
+        return 2
+    if c == 65 and _same(buf, q, n, _TAG_TEXT, 0, 7):
+        return 7
+    if c == 77 and _same(buf, q, n, _TAG_TEXT, 7, 13):
+        return 6
+    return 0
+
+
+@numba.njit(nogil=True, cache=True)
+def _prefix(buf, p, n, s, k, ts_ms, ranks):
+    """``[YYYY-MM-DD HH:MM:SS(.mmm)( TAGn)*] `` at ``p``: where the message starts, or -1."""
+    if p + 23 > n or buf[p] != 91 or buf[p + 5] != 45 or buf[p + 8] != 45 or buf[p + 11] != 32:
+        return -1
+    y, mo, d = _number(buf, p + 1, 4), _number(buf, p + 6, 2), _number(buf, p + 9, 2)
+    secs = _clock(buf, p + 12)
+    if y < 1 or not (1 <= mo <= 12) or d < 1 or d > _month_days(y, mo) or secs < 0:
+        return -1
+    q = p + 20
+    ms = 0
+    if buf[q] == 46:
+        if q + 5 > n:
+            return -1
+        ms = _number(buf, q + 1, 3)
+        if ms < 0 or _digit(buf[q + 4]) >= 0:
+            return -1
+        q += 4
+    ranks[0, k] = q - s
+    while q + 1 < n and buf[q] == 32:
+        size = _tag(buf, q + 1, n)
+        q += 1 + size
+        if size == 0 or q >= n or _digit(buf[q]) < 0:
+            return -1
+        while q < n and _digit(buf[q]) >= 0:
+            q += 1
+    if q + 2 >= n or buf[q] != 93 or buf[q + 1] != 32:
+        return -1
+    ranks[1, k] = q - s
+    ts_ms[k] = (_days(y, mo, d) * 86400 + secs) * 1000 + ms
+    return q + 2
+
+
+@numba.njit(nogil=True, cache=True)
+def _value(buf, q, n, vtype, pct):
+    """(end, int value, float value) of the plain value at ``q``; end -1 when it is not one."""
+    if vtype == _BOOL:
+        if _same(buf, q, n, _BOOLS, 0, 4):
+            return q + 4, 1, 0.0
+        if _same(buf, q, n, _BOOLS, 4, 9):
+            return q + 5, 0, 0.0
+        return -1, 0, 0.0
+    mantissa, digits, scale = 0, 0, -1
+    while q < n:
+        d = _digit(buf[q])
+        if d >= 0:
+            mantissa = mantissa * 10 + d
+            digits += 1
+            if scale >= 0:
+                scale += 1
+        elif buf[q] == 46 and vtype == _FLOAT and scale < 0 and digits > 0:
+            scale = 0
+        else:
+            break
+        q += 1
+        if digits > (_MAX_FLOAT_DIGITS if vtype == _FLOAT else _MAX_INT_DIGITS):
+            return -1, 0, 0.0
+    if digits == 0 or scale == 0:  # no digits, or none after the point
+        return -1, 0, 0.0
+    if pct and q < n and buf[q] == 37:
+        q += 1
+    return q, mantissa, mantissa / _POW10[max(scale, 0)]
+
+
+@numba.njit(nogil=True, cache=True)
+def _eol(buf, q, n):
+    return q == n or buf[q] == 10
+
+
+@numba.njit(nogil=True, cache=True)
+def _batch(buf, t, n, kind, row, kinds, key_start, text, text_end, column, vtype, pct,
+           ints, floats):  # fmt: skip
+    """(shape, end of line) of the first shape the ``key: value, ...`` tail at ``t`` is, typed
+    into ``row``; shape -1 when none is."""
+    for j in range(len(kinds)):
+        if kinds[j] != kind:
+            continue
+        q = t
+        for k in range(key_start[j], key_start[j + 1]):
+            if k > key_start[j]:
+                if q + 2 > n or buf[q] != 44 or buf[q + 1] != 32:
+                    break
+                q += 2
+            t0 = 0 if k == 0 else text_end[k - 1]
+            if not _same(buf, q, n, text, t0, text_end[k]):
+                break
+            q += text_end[k] - t0
+            if q + 2 > n or buf[q] != 58 or buf[q + 1] != 32:
+                break
+            q, iv, fv = _value(buf, q + 2, n, vtype[k], pct[k])
+            if q < 0:
+                return -1, t  # the keys fit but a value is not plain: the plan decides
+            if vtype[k] == _FLOAT:
+                floats[column[k], row] = fv
+            else:
+                ints[column[k], row] = iv
+        else:
+            if _eol(buf, q, n):
+                return j, q
+            if q + 2 <= n and buf[q] == 44 and buf[q + 1] == 32 and _eol(buf, q + 2, n):
+                return j, q + 2
+    return -1, t
+
+
+@numba.njit(nogil=True, cache=True)
+def _access_end(buf, q, n):
+    """The end of a line from ``q`` that holds `` - "`` (uvicorn's access line) and is
+    printable ASCII, else -1."""
+    found = False
+    while q < n and buf[q] != 10:
+        if buf[q] < 32 or buf[q] > 126:
+            return -1
+        if not found and buf[q] == 32 and _same(buf, q, n, _ACCESS, 0, 4):
+            found = True
+        q += 1
+    return q if found else -1
+
+
+@numba.njit(nogil=True, cache=True)
+def _scan(buf, lines, width, year, kinds, key_start, text, text_end, column, vtype, pct,
+          line, kind, shape, wrapper_us, header_end, ts_ms, ranks, message, ints,
+          floats):  # fmt: skip
+    """Type the lines it can into rows 0, 1, ... of the outputs; returns how many."""
+    n = buf.size
+    s = 0
+    taken = 0
+    for i in range(lines):
+        end = -1
+        p = s if width == 0 else _journal(buf, s, n, width, year, taken, wrapper_us, header_end)
+        m = _prefix(buf, p, n, s, taken, ts_ms, ranks) if p >= 0 else -1
+        if m >= 0:
+            for h in range(3):
+                h0 = 0 if h == 0 else _HEAD_END[h - 1]
+                if _same(buf, m, n, _HEAD_TEXT, h0, _HEAD_END[h]):
+                    after = m + _HEAD_END[h] - h0
+                    j = -1
+                    if h == 2:
+                        end = _access_end(buf, after, n)
+                    elif (
+                        after + 2 <= n
+                        and (buf[after] == 44 or buf[after] == 46)
+                        and buf[after + 1] == 32
+                    ):
+                        j, end = _batch(buf, after + 2, n, h, taken, kinds, key_start, text,
+                                        text_end, column, vtype, pct, ints, floats)  # fmt: skip
+                        end = end if j >= 0 else -1
+                    if end >= 0:
+                        line[taken] = i
+                        kind[taken] = h
+                        shape[taken] = j
+                        message[taken] = m - s
+                        taken += 1
+                    break
+        if end < 0:
+            end = s
+            while end < n and buf[end] != 10:
+                end += 1
+        s = end + 1
+    return taken
