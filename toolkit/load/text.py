@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from toolkit.load import compression
@@ -136,6 +137,7 @@ def workdir() -> Path:
 LINE_CAP = 1 << 20
 """Longest line kept whole (bytes); a longer one is cut at this length and its size recorded."""
 _BLOCK = 4 << 20
+_TAIL_BLOCK = 64 << 10  # the end of a chunk's last line is usually near: read a little first
 
 
 @dataclass(frozen=True)
@@ -246,24 +248,30 @@ def _skip_line(src: _Source) -> int | None:
 
 
 def _read_lines(src: _Source, index: int, budget: int, cap: int) -> tuple[Chunk | None, int]:
-    """The lines that start in the next ``budget`` bytes, and the bytes consumed."""
+    """The lines that start in the next ``budget`` bytes, and the bytes consumed.
+
+    The chunk's bytes are copied once at most, and its newlines counted without the GIL, so
+    the reading thread does not hold up the threads that type the chunks before it.
+    """
     body = src.read(budget)
     if not body:
         return None, 0
     consumed = len(body)
-    tail = b""
-    if not body.endswith(b"\n"):
-        cut = body.rfind(b"\n") + 1
-        body, tail = body[:cut], body[cut:]
-    data, long = _cap_lines(body, cap)
-    lines = body.count(b"\n")
-    if tail:  # the last line runs past the budget: read on to its end, keeping at most cap
-        kept, length, extra = _finish_line(src, tail, cap)
+    cut = len(body) if body.endswith(b"\n") else body.rfind(b"\n") + 1
+    whole = memoryview(body)[:cut]
+    capped, long = _cap_lines(body, cap, cut)
+    lines = int(np.count_nonzero(np.frombuffer(whole, np.uint8) == 10))
+    parts: list[bytes | memoryview] = [capped if long else whole]
+    if cut < len(
+        body
+    ):  # the last line runs past the budget: read on to its end, keeping at most cap
+        kept, length, extra = _finish_line(src, body[cut:], cap)
         consumed += extra
         lines += 1
         if length > cap:
             long[lines] = length
-        data += kept + b"\n"
+        parts += [kept, b"\n"]
+    data = body if len(parts) == 1 and not long else b"".join(parts)
     return Chunk(index, data, lines, long), consumed
 
 
@@ -274,7 +282,9 @@ def _finish_line(src: _Source, head: bytes, cap: int) -> tuple[bytes, int, int]:
     have = len(kept[0])
     length = len(head)
     extra = 0
-    while block := src.read(_BLOCK):
+    size = _TAIL_BLOCK
+    while block := src.read(size):
+        size = _BLOCK
         i = block.find(b"\n")
         piece = block if i < 0 else block[:i]
         if have < keep:
@@ -290,8 +300,9 @@ def _finish_line(src: _Source, head: bytes, cap: int) -> tuple[bytes, int, int]:
     return (_utf8_cut(line, cap) if length > cap else line), length, extra
 
 
-def _cap_lines(body: bytes, cap: int) -> tuple[bytes, dict[int, int]]:
-    """``body`` (whole lines) with every line longer than ``cap`` cut, and their lengths.
+def _cap_lines(body: bytes, cap: int, end: int) -> tuple[bytes, dict[int, int]]:
+    """``body[:end]`` (whole lines) with every line longer than ``cap`` cut, and their lengths
+    (``body`` itself when no line is that long).
 
     Looks only at aligned windows of ``cap // 2`` bytes: a line of ``cap`` bytes or more holds
     one whole window without a newline, so normal text costs one ``find`` per window.
@@ -301,21 +312,21 @@ def _cap_lines(body: bytes, cap: int) -> tuple[bytes, dict[int, int]]:
     pieces: list[bytes] = []
     done = 0  # body[:done] is settled
     i = 0
-    while i + step <= len(body):
+    while i + step <= end:
         if body.find(b"\n", i, i + step) >= 0:
             i += step
             continue
         start = body.rfind(b"\n", 0, i) + 1
-        end = body.find(b"\n", i + step)
-        end = len(body) if end < 0 else end
-        if end - start > cap and start >= done:
-            long[body.count(b"\n", 0, start) + 1] = end - start
+        stop = body.find(b"\n", i + step, end)
+        stop = end if stop < 0 else stop
+        if stop - start > cap and start >= done:
+            long[body.count(b"\n", 0, start) + 1] = stop - start
             pieces += [body[done:start], _utf8_cut(body[start : start + cap + 4], cap)]
-            done = end
-        i = max(end, i + step)
+            done = stop
+        i = max(stop, i + step)
     if not long:
         return body, long
-    pieces.append(body[done:])
+    pieces.append(body[done:end])
     return b"".join(pieces), long
 
 

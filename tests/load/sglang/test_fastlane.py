@@ -41,14 +41,13 @@ JOURNAL = {
 def _both(job: Job, data: bytes) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """(with the lane, the plan alone, lines the lane took) for one chunk of ``data``."""
     chunk = lines_io.Chunk(0, data, data.count(b"\n"), {})
-    frame = lines_io.chunk_frame(chunk, 1)
     table = fastlane.shape_table(list(job.shapes))
     assert table is not None
     taken = fastlane.scan(data, chunk.lines, job.wrapper, job.year, table).line.size
-    with_lane = chunks._typed_lines(job, chunk, frame)
+    with_lane = chunks._typed_lines(job, chunk, 1)
     fastlane.ENABLED = False
     try:
-        alone = chunks._typed_lines(job, chunk, frame)
+        alone = chunks._typed_lines(job, chunk, 1)
     finally:
         fastlane.ENABLED = True
     return with_lane, alone, taken

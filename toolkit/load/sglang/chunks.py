@@ -75,14 +75,12 @@ def _compressed_head(path: Path) -> list[str]:
 def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) -> dict[str, Any]:
     """Type one chunk, write ``part-NNNNN.parquet`` (and ``fix-NNNNN.parquet`` for batch lines
     the fast plan left unresolved) into ``out``; return the piece's facts for the manifest."""
-    frame = lines_io.chunk_frame(chunk, first_lineno)
-    typed = _typed_lines(job, chunk, frame)
-    del frame
-    typed = _refined(typed)
+    typed = _typed_lines(job, chunk, first_lineno)
     typed = typed.with_columns(line_bytes=pl.lit(None, pl.Int64))
     if chunk.long:
         typed = _mark_long(typed, chunk.long, first_lineno)
-    fix = _fixups(typed.filter(pl.col("unresolved")))
+    pending = typed.filter(pl.col("unresolved"))
+    fix = _fixups(pending) if pending.height or chunk.index == 0 else None
     stats = _stats(typed)
     name = f"part-{chunk.index:05d}.parquet"
     if chunk.index:  # the first piece holds every column: it gives the store's schema
@@ -90,7 +88,7 @@ def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) ->
     typed.write_parquet(out / name, compression="lz4", statistics=True)
     piece = {"name": name, "rows": typed.height, **file_facts(out / name)}
     fix_piece = None
-    if fix.height or chunk.index == 0:  # the first chunk's always exists: it gives the schema
+    if fix is not None:  # the first chunk's always exists: it gives the schema
         fix_name = f"fix-{chunk.index:05d}.parquet"
         fix.write_parquet(out / fix_name, compression="lz4")
         fix_piece = {"name": fix_name, "rows": fix.height, **file_facts(out / fix_name)}
@@ -105,20 +103,26 @@ def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) ->
     }
 
 
-def _typed_lines(job: Job, chunk: lines_io.Chunk, frame: pl.DataFrame) -> pl.DataFrame:
+def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataFrame:
     """Every line of the chunk typed, in line order: the fast lane's lines and the plan's."""
     ansi = b"\x1b" in chunk.data
     table = None
-    if fastlane.ENABLED and job.wrapper in fastlane.WRAPPER_CODES and frame.height:
+    if fastlane.ENABLED and job.wrapper in fastlane.WRAPPER_CODES and chunk.lines:
         table = fastlane.shape_table(list(job.shapes))
     if table is None:
-        return job.plan(frame.lazy(), ansi=ansi).collect()
+        frame = lines_io.chunk_frame(chunk, first_lineno)
+        return _refined(job.plan(frame.lazy(), ansi=ansi).collect())
     lane = fastlane.scan(chunk.data, chunk.lines, job.wrapper, job.year, table)
-    slow = job.plan(frame.filter(pl.Series(~lane.taken(frame.height))).lazy(), ansi=ansi)
-    slow = slow.collect()
+    left = lines_io.Chunk(chunk.index, lane.left, lane.left_line.size, {})
+    frame = lines_io.chunk_frame(left, 1).with_columns(
+        lineno=pl.Series(lane.left_line + first_lineno)
+    )
+    slow = _refined(
+        job.plan(frame.lazy(), ansi=ansi).collect()
+    )  # no line the lane takes is refined
     if not lane.line.size:
         return slow
-    fast = fastlane.rows(lane, frame, table, slow.schema, wrapper=job.wrapper, year=job.year)
+    fast = fastlane.rows(lane, first_lineno, table, slow.schema, wrapper=job.wrapper, year=job.year)
     return pl.concat([fast, slow]).sort("lineno")  # a third of the time of merge_sorted
 
 
@@ -157,7 +161,9 @@ def merge_stats(chunks: list[dict[str, Any]]) -> dict[str, Any]:
         "long_lines": sum(c["long_lines"] for c in chunks),
         "ranks": sorted({r for c in chunks for r in c["ranks"]}),
         "headers": sorted({h for c in chunks for h in c["headers"]}),
-        "pieces": [{**c["piece"], "first_lineno": c["first_lineno"]} for c in chunks],
+        "pieces": [
+            {**c["piece"], "first_lineno": c["first_lineno"], "counts": c["counts"]} for c in chunks
+        ],
         "fixes": [c["fix"] for c in chunks if c["fix"] is not None],
     }
 
@@ -172,7 +178,7 @@ def _refined(typed: pl.DataFrame) -> pl.DataFrame:
     if not rows.len():
         return typed
     refined = (
-        typed[rows]
+        typed.select("message", "has_prefix", "level")[rows]
         .select(kind=refine_kind(pl.col("message"), pl.col("has_prefix"), pl.col("level")))
         .get_column("kind")
     )
@@ -202,6 +208,7 @@ def _stats(typed: pl.DataFrame) -> dict[str, Any]:
     kind = pl.col("kind")
     offset = (pl.col("ts").cast(pl.Datetime("us")) - pl.col("wrapper_ts")).dt.total_seconds()
     step = _OFFSET_STEP_S
+    plain = ~kind.is_in(["decode", "prefill"]) & ~pl.col("odd")
     row = typed.select(
         undated=(
             pl.col("ts").is_null()
@@ -212,18 +219,15 @@ def _stats(typed: pl.DataFrame) -> dict[str, Any]:
         ranks=pl.col("ranks").drop_nulls().unique().implode(),
         headers=pl.col("header").drop_nulls().unique().implode(),
         odd=pl.col("odd").sum(),
+        odd_text=pl.col("message").filter(plain).str.contains(ODD_TEXT).sum(),
+        offsets=((offset / step).round() * step).drop_nulls().alias("o").value_counts().implode(),
+        counts=kind.value_counts().implode(),
     ).row(0, named=True)
-    offsets = (
-        typed.select(o=((offset / step).round() * step)).drop_nulls().group_by("o").len().sort("o")
-    )
-    plain = typed.filter(~kind.is_in(["decode", "prefill"]) & ~pl.col("odd"))
-    odd_text = plain.select(pl.col("message").str.contains(ODD_TEXT).sum()).item()
-    counts = typed.group_by("kind").len()
     return {
-        "counts": {k: int(n) for k, n in counts.iter_rows()},
-        "unreadable": int(row["odd"] or 0) + int(odd_text or 0),
+        "counts": {c["kind"]: int(c["count"]) for c in row["counts"]},
+        "unreadable": int(row["odd"] or 0) + int(row["odd_text"] or 0),
         "undated": int(row["undated"] or 0),
-        "offsets": [(float(o), int(n)) for o, n in offsets.iter_rows()],
+        "offsets": sorted((float(o["o"]), int(o["count"])) for o in row["offsets"]),
         "ranks": sorted(row["ranks"]),
         "headers": sorted(row["headers"]),
     }

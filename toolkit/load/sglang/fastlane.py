@@ -89,24 +89,19 @@ def shape_table(shapes: list[tuple[str, tuple[str, ...]]]) -> Shapes | None:
 
 @dataclass(frozen=True)
 class Lane:
-    """The lines of a chunk the pass took, in order: their index in the chunk and their fields
-    (byte offsets are from the line's start)."""
+    """What the pass made of a chunk: the lines it took, in order (their index in the chunk and
+    their fields), their text fields as ``ranks␟header␟message`` lines, and the bytes of the
+    lines it left, with their indexes."""
 
     line: np.ndarray
     kind: np.ndarray
     shape: np.ndarray  # -1 for an access line
     wrapper_us: np.ndarray
-    header_end: np.ndarray  # the header starts after the journal time
     ts_ms: np.ndarray
-    ranks: np.ndarray  # start, end
-    message: np.ndarray  # start
     values: np.ndarray  # per column: an integer, or a float's bits
-
-    def taken(self, lines: int) -> np.ndarray:
-        """Per line of the chunk: the pass took it."""
-        mask = np.zeros(lines, np.bool_)
-        mask[self.line] = True
-        return mask
+    text: bytes
+    left: bytes
+    left_line: np.ndarray
 
 
 def scan(data: bytes, lines: int, wrapper: str, year: int | None, table: Shapes) -> Lane:
@@ -116,65 +111,66 @@ def scan(data: bytes, lines: int, wrapper: str, year: int | None, table: Shapes)
     kind = np.empty(lines, np.int8)
     shape = np.empty(lines, np.int8)
     wrapper_us = np.empty(lines, np.int64)
-    header_end = np.empty(lines, np.int32)
     ts_ms = np.empty(lines, np.int64)
-    ranks = np.empty((2, lines), np.int32)
-    message = np.empty(lines, np.int32)
     values = np.zeros((len(table.columns), lines), np.int64)
-    n = _scan(
+    text = np.empty(len(data) + 2 * lines, np.uint8)
+    left = np.empty(len(data) + 1, np.uint8)
+    left_line = np.empty(lines, np.int64)
+    sizes = np.zeros(3, np.int64)  # lines taken, bytes of text, bytes left
+    _scan(
         buf, lines, WRAPPER_CODES[wrapper], -1 if year is None else year,
         table.kinds, table.key_start, table.text, table.text_end, table.column, table.vtype,
         table.pct,
-        line, kind, shape, wrapper_us, header_end, ts_ms, ranks, message, values,
-        values.view(np.float64),
+        line, kind, shape, wrapper_us, ts_ms, values, values.view(np.float64), text, left,
+        left_line, sizes,
     )  # fmt: skip
+    n, n_text, n_left = (int(v) for v in sizes)
     return Lane(
-        line[:n], kind[:n], shape[:n], wrapper_us[:n], header_end[:n], ts_ms[:n],
-        ranks[:, :n], message[:n], values[:, :n],
+        line[:n], kind[:n], shape[:n], wrapper_us[:n], ts_ms[:n], values[:, :n],
+        text[:n_text].tobytes(), left[:n_left].tobytes(), left_line[: lines - n],
     )  # fmt: skip
 
 
-def rows(lane: Lane, frame: pl.DataFrame, table: Shapes, schema: pl.Schema, *, wrapper: str,
+TEXT_SEPARATOR = "\x1f"  # a taken line is printable ASCII: it holds none
+
+
+def rows(lane: Lane, first_lineno: int, table: Shapes, schema: pl.Schema, *, wrapper: str,
          year: int | None) -> pl.DataFrame:  # fmt: skip
-    """The plan's rows (``schema``) of the lines ``lane`` took, from the chunk's line frame."""
+    """The plan's rows (``schema``) of the lines ``lane`` took."""
     width = WRAPPER_CODES[wrapper]
     shape = lane.shape.astype(np.int64)
     shape[shape < 0] = len(table.device) - 1  # no shape: the last row of ``holds``, ``device``
     held = table.holds[shape]
+    names = ["ranks", "header", "message"] if width else ["ranks", "message"]
+    strings = pl.read_csv(
+        lane.text, has_header=False, separator=TEXT_SEPARATOR, quote_char=None,
+        comment_prefix=None, schema=dict.fromkeys(names, pl.String), empty_string_is_null=False,
+    )  # fmt: skip
     columns = [
-        frame.get_column("line").gather(lane.line),
-        pl.Series("r0", lane.ranks[0]),
-        pl.Series("r1", lane.ranks[1] - lane.ranks[0]),
-        pl.Series("m0", lane.message),
-        pl.Series("h1", lane.header_end - (width + 1)),
+        *strings.iter_columns(),
+        pl.Series("lineno", lane.line + first_lineno),
         pl.Series("ts", lane.ts_ms).cast(pl.Datetime("ms")),
         pl.Series("wrapper_ts", lane.wrapper_us).cast(pl.Datetime("us")),
+        pl.Series("kind", KINDS, dtype=pl.String).gather(lane.kind),
     ]
+    if "graph_device" in schema:
+        columns.append(pl.Series("graph_device", table.device, dtype=pl.String).gather(shape))
     for c, name in enumerate(table.columns):
         values = lane.values[c]
         values = values.view(np.float64) if schema[name] == pl.Float64 else values
         columns += [pl.Series(name, values), pl.Series(f"_held{c}", held[:, c])]
-    line = pl.col("line")
     out: dict[str, pl.Expr] = {
-        "lineno": pl.lit(frame.get_column("lineno").gather(lane.line)),
+        **{c.name: pl.col(c.name) for c in columns},
         "odd": pl.lit(False),
         "has_prefix": pl.lit(True),
-        "ts": pl.col("ts"),
-        "ranks": line.str.slice(pl.col("r0"), pl.col("r1")),
-        "message": line.str.slice(pl.col("m0")),
-        "kind": pl.lit(pl.Series(KINDS, dtype=pl.String).gather(lane.kind)),
         "unresolved": pl.lit(False),
         **{
             name: pl.when(pl.col(f"_held{c}")).then(pl.col(name))
             for c, name in enumerate(table.columns)
         },
     }
-    if width:
-        out["header"] = line.str.slice(width + 1, pl.col("h1"))
-        if year is not None:
-            out["wrapper_ts"] = pl.col("wrapper_ts")
-    if "graph_device" in schema:
-        out["graph_device"] = pl.lit(pl.Series(table.device, dtype=pl.String).gather(shape))
+    if not width or year is None:
+        del out["wrapper_ts"]
     return pl.DataFrame(columns).select(
         (out[name] if name in out else pl.lit(None)).cast(dtype).alias(name)
         for name, dtype in schema.items()
@@ -252,7 +248,7 @@ def _month(buf, p):
 
 
 @numba.njit(nogil=True, cache=True)
-def _journal(buf, s, n, width, year, k, wrapper_us, header_end):
+def _journal(buf, s, n, width, year, k, wrapper_us):
     """journald ``short``/``short-precise``: where the line after ``host ident[pid]: ``
     starts, or -1."""
     if s + width + 3 > n or buf[s + 3] != 32 or buf[s + 6] != 32 or buf[s + width] != 32:
@@ -279,7 +275,6 @@ def _journal(buf, s, n, width, year, k, wrapper_us, header_end):
         if day > _month_days(year, month):
             return -1
         wrapper_us[k] = (_days(year, month, day) * 86400 + secs) * 1_000_000 + micros
-    header_end[k] = at - s
     return at + 2
 
 
@@ -297,7 +292,7 @@ def _tag(buf, q, n):
 
 
 @numba.njit(nogil=True, cache=True)
-def _prefix(buf, p, n, s, k, ts_ms, ranks):
+def _prefix(buf, p, n, k, ts_ms, ranks):
     """``[YYYY-MM-DD HH:MM:SS(.mmm)( TAGn)*] `` at ``p``: where the message starts, or -1."""
     if p + 23 > n or buf[p] != 91 or buf[p + 5] != 45 or buf[p + 8] != 45 or buf[p + 11] != 32:
         return -1
@@ -314,7 +309,7 @@ def _prefix(buf, p, n, s, k, ts_ms, ranks):
         if ms < 0 or _digit(buf[q + 4]) >= 0:
             return -1
         q += 4
-    ranks[0, k] = q - s
+    ranks[0] = q
     while q + 1 < n and buf[q] == 32:
         size = _tag(buf, q + 1, n)
         q += 1 + size
@@ -324,7 +319,7 @@ def _prefix(buf, p, n, s, k, ts_ms, ranks):
             q += 1
     if q + 2 >= n or buf[q] != 93 or buf[q + 1] != 32:
         return -1
-    ranks[1, k] = q - s
+    ranks[1] = q
     ts_ms[k] = (_days(y, mo, d) * 86400 + secs) * 1000 + ms
     return q + 2
 
@@ -415,17 +410,28 @@ def _access_end(buf, q, n):
 
 
 @numba.njit(nogil=True, cache=True)
+def _copy(buf, start, end, out, at):
+    """``buf[start:end]`` into ``out`` at ``at``; where it ends there."""
+    out[at : at + end - start] = buf[start:end]
+    return at + end - start
+
+
+@numba.njit(nogil=True, cache=True)
 def _scan(buf, lines, width, year, kinds, key_start, text, text_end, column, vtype, pct,
-          line, kind, shape, wrapper_us, header_end, ts_ms, ranks, message, ints,
-          floats):  # fmt: skip
-    """Type the lines it can into rows 0, 1, ... of the outputs; returns how many."""
+          line, kind, shape, wrapper_us, ts_ms, ints, floats, out, left, left_line,
+          sizes):  # fmt: skip
+    """Type the lines it can into rows 0, 1, ... of the outputs and their text into ``out``,
+    copy the others into ``left``; ``sizes``: lines taken, bytes of ``out`` and ``left``."""
     n = buf.size
     s = 0
     taken = 0
+    at = 0
+    held = 0
+    ranks = np.zeros(2, np.int64)
     for i in range(lines):
         end = -1
-        p = s if width == 0 else _journal(buf, s, n, width, year, taken, wrapper_us, header_end)
-        m = _prefix(buf, p, n, s, taken, ts_ms, ranks) if p >= 0 else -1
+        p = s if width == 0 else _journal(buf, s, n, width, year, taken, wrapper_us)
+        m = _prefix(buf, p, n, taken, ts_ms, ranks) if p >= 0 else -1
         if m >= 0:
             for h in range(3):
                 h0 = 0 if h == 0 else _HEAD_END[h - 1]
@@ -446,12 +452,27 @@ def _scan(buf, lines, width, year, kinds, key_start, text, text_end, column, vty
                         line[taken] = i
                         kind[taken] = h
                         shape[taken] = j
-                        message[taken] = m - s
                         taken += 1
+                        at = _copy(buf, ranks[0], ranks[1], out, at)
+                        out[at] = 31
+                        at += 1
+                        if width:
+                            at = _copy(buf, s + width + 1, p - 2, out, at)
+                            out[at] = 31
+                            at += 1
+                        at = _copy(buf, m, end, out, at)
+                        out[at] = 10
+                        at += 1
                     break
         if end < 0:
             end = s
             while end < n and buf[end] != 10:
                 end += 1
+            left_line[i - taken] = i
+            held = _copy(buf, s, end, left, held)
+            left[held] = 10
+            held += 1
         s = end + 1
-    return taken
+    sizes[0] = taken
+    sizes[1] = at
+    sizes[2] = held

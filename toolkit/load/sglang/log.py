@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -64,10 +64,11 @@ class SGLangLog:
         return f"<SGLangLog {names}: {sum(s.lines for s in self.sources)} lines>"
 
     # ------------------------------------------------------------------ tables
-    def scan(self) -> pl.LazyFrame:
-        """Every stored line of every source, lazily (internal columns included)."""
+    def scan(self, kinds: Collection[str] | None = None) -> pl.LazyFrame:
+        """Every stored line of every source, lazily (internal columns included); with
+        ``kinds``, only the pieces that hold a line of one of them are read."""
         frames = [
-            s.scan().with_columns(
+            s.scan(kinds).with_columns(
                 source=pl.lit(s.path), _offset=pl.lit(s.clock_offset_s), _order=pl.lit(i)
             )
             for i, s in enumerate(self.sources)
@@ -343,7 +344,7 @@ class SGLangLog:
     def _lines(self, kinds: Sequence[str], columns: Sequence[str]) -> pl.LazyFrame:
         """The lines of some (non-batch) kinds, resolved, in file order: lazily."""
         wanted = list(dict.fromkeys(["source", "_order", *_TIME[:2], *columns]))
-        lf = self._resolved(self.scan().filter(pl.col("kind").is_in(list(kinds))))
+        lf = self._resolved(self.scan(kinds).filter(pl.col("kind").is_in(list(kinds))))
         return self._sorted_lazy(lf.select(wanted))
 
     def _rows(self, kinds: Sequence[str], columns: Sequence[str]) -> pl.DataFrame:
@@ -364,7 +365,7 @@ class SGLangLog:
         kind, prefixed = pl.col("kind"), pl.col("has_prefix")
         candidates = (kind == "error") | (kind.is_in(["other", "progress"]) & ~prefixed)
         keys = (  # narrow columns: a log may hold millions of unprefixed lines
-            self.scan()
+            self.scan(["error", "other", "progress"])
             .filter(candidates)
             .select("_order", "lineno", "has_prefix", _error=kind == "error")
             .collect(engine="streaming")

@@ -24,6 +24,7 @@ import shutil
 import sys
 import tempfile
 from collections import deque
+from collections.abc import Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -71,10 +72,22 @@ class Store:
     pieces: tuple[Path, ...]
     fixes: tuple[Path, ...]
     long_lines: int = 0  # lines cut at ``text.LINE_CAP``
+    piece_counts: tuple[dict[str, int], ...] = ()  # lines per kind in each piece
 
-    def scan(self) -> pl.LazyFrame:
-        """Every typed line, lazily, in file order (a column a piece does not hold is null)."""
-        return pl.scan_parquet(list(self.pieces), missing_columns="insert")
+    def scan(self, kinds: Collection[str] | None = None) -> pl.LazyFrame:
+        """Every typed line, lazily, in file order (a column a piece does not hold is null).
+
+        With ``kinds``, only the pieces holding a line of one of them are read (the rows of
+        other kinds are still there to filter out).
+        """
+        pieces = list(self.pieces)
+        if kinds is not None and len(self.piece_counts) == len(pieces):
+            held = [
+                p for p, n in zip(pieces, self.piece_counts, strict=True) if any(map(n.get, kinds))
+            ]
+            pieces = held or pieces[:1]
+        schema = pl.read_parquet_schema(self.pieces[0]) if pieces[0] != self.pieces[0] else None
+        return pl.scan_parquet(pieces, schema=schema, missing_columns="insert")
 
     def fixups(self) -> pl.DataFrame:
         """Batch lines the fast plan left unresolved, typed by the slower tiers."""
@@ -156,6 +169,7 @@ def read_store(directory: Path, *, key: str | None = None, path: str | None = No
             pieces=tuple(pieces),
             fixes=tuple(fixes),
             long_lines=manifest.get("long_lines", 0),
+            piece_counts=tuple(p["counts"] for p in manifest["pieces"]),
         )
     except (KeyError, TypeError) as e:
         raise StoreError(f"{directory}: manifest lacks {e}") from None
