@@ -4,14 +4,14 @@ Layout (``ppscope ingest LOG... -o DATASET``)::
 
     DATASET/dataset.json                            the files, written last
     DATASET/host=<host>/file=<name>-<digest>/       one store per input file:
-        part-00000.parquet ...                      its typed lines, one piece per 16 MB chunk
+        part-00000.parquet ...                      its typed lines, one piece per 12 MB chunk
         fix-00000.parquet ...                       batch lines typed by the slower tiers
         manifest.json                               pieces, counts, wrapper, clock offset
 
 Each store is what the line cache holds for that file, so ``open_dataset`` reads it back as the
 same tables a local parse gives, row for row. On Dask a plain file is cut into chunks that
 workers count (a first, cheap pass for line numbers) and type (the second) independently: a
-fleet of F files of B bytes is about F × B / 16 MB typing tasks; a compressed file is one task.
+fleet of F files of B bytes is about F × B / 12 MB typing tasks; a compressed file is one task.
 Workers write the pieces themselves, so DATASET must be a path every worker can reach.
 """
 

@@ -12,6 +12,8 @@ the two equal on every fixture and on generated lines near each boundary.
 
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass
 
 import numba
@@ -132,6 +134,17 @@ def scan(data: bytes, lines: int, wrapper: str, year: int | None, table: Shapes)
 
 
 TEXT_SEPARATOR = "\x1f"  # a taken line is printable ASCII: it holds none
+
+
+@functools.cache
+def warming() -> threading.Thread:
+    """A thread loading the compiled pass (from numba's cache, else compiling it), started
+    once per process: a file's first chunk need not wait for it while the file is sampled."""
+    table = shape_table([])
+    assert table is not None
+    thread = threading.Thread(target=scan, args=(b"x\n", 1, "raw", None, table), daemon=True)
+    thread.start()
+    return thread
 
 
 def rows(lane: Lane, first_lineno: int, table: Shapes, schema: pl.Schema, *, wrapper: str,

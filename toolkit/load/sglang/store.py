@@ -36,6 +36,7 @@ import polars as pl
 from toolkit._version import __version__
 from toolkit.load import cache as cache_io
 from toolkit.load import text as lines_io
+from toolkit.load.sglang import fastlane
 from toolkit.load.sglang.chunks import (
     CHUNK_BYTES,
     Job,
@@ -199,6 +200,7 @@ def build_store(
     One thread reads chunks in order; ``workers`` threads type them (polars releases the
     GIL). At most ``workers + 1`` chunks are in memory at once.
     """
+    fastlane.warming()
     job = file_job(path)
     problems: list[str] = []
     done: list[dict[str, Any]] = []
