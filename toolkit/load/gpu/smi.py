@@ -21,6 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from toolkit.errors import ParseError
+from toolkit.load.gpu import smilane
 from toolkit.load.gpu.cells import check_cells, missing_cells, unavailable_table
 from toolkit.load.gpu.fields import SMI_FIELDS, column_name, smi_canonical
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
@@ -225,10 +226,13 @@ def _value_units(specs: list[CsvField], rows: list[str]) -> dict[int, str | None
 
 
 def _scan(
-    path: Path, schema: dict[str, pl.DataType], header_lineno: int, encoding: str = "utf8-lossy"
+    source: Path | bytes,
+    schema: dict[str, pl.DataType],
+    header_lineno: int,
+    encoding: str = "utf8-lossy",
 ) -> pl.LazyFrame:
     return pl.scan_csv(
-        path,
+        source,
         has_header=False,
         separator=",",
         quote_char=None,
@@ -268,8 +272,8 @@ def _read(
     if keys:
         check = check | pl.any_horizontal(keys)
 
-    def typed_rows(encoding: str) -> pl.DataFrame:
-        lf = _scan(path, schema, header_lineno, encoding).select(
+    def typed_rows(source: Path | bytes, encoding: str, skip: int) -> pl.DataFrame:
+        lf = _scan(source, schema, skip, encoding).select(
             pl.col("lineno").cast(pl.Int64),
             *(expr.alias(name) for name, expr in typed.items()),
             pl.col("_over"),
@@ -277,14 +281,21 @@ def _read(
         )
         return lf.with_columns(_suspect=check).drop("_over", "_last").collect(engine="streaming")
 
+    lane = smilane.layout([s.kind for s in specs], [suffixes.get(i) for i in range(len(specs))])
+    if smilane.ENABLED and lane is not None:
+        # the rows the pass leaves are typed by the reader (lossy UTF-8 is the same text when
+        # they are valid, and what the whole file would be read as when they are not)
+        return smilane.read(
+            path, header_lineno, lane, list(typed), lambda left: typed_rows(left, "utf8-lossy", 0)
+        )
     # Valid UTF-8 is read a fifth faster without the lossy decoder; a file holding an invalid
     # byte is read again with it replaced (U+FFFD), so no row is lost.
     try:
-        return typed_rows("utf8")
+        return typed_rows(path, "utf8", header_lineno)
     except pl.exceptions.ComputeError as e:
         if "utf-8" not in str(e).lower():
             raise
-        return typed_rows("utf8-lossy")
+        return typed_rows(path, "utf8-lossy", header_lineno)
 
 
 def _typed(

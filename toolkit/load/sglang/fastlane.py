@@ -20,6 +20,14 @@ import numba
 import numpy as np
 import polars as pl
 
+from toolkit.load.bytescan import MAX_DECIMAL_DIGITS, POW10, decimal
+from toolkit.load.bytescan import clock as _clock
+from toolkit.load.bytescan import copy as _copy
+from toolkit.load.bytescan import days_from_civil as _days
+from toolkit.load.bytescan import digit as _digit
+from toolkit.load.bytescan import month_days as _month_days
+from toolkit.load.bytescan import number as _number
+from toolkit.load.bytescan import starts_with as _same
 from toolkit.load.sglang.batch_line import GRAPH_LABELS, KEY_COLUMN
 
 ENABLED = True
@@ -29,17 +37,12 @@ WRAPPER_CODES = {"raw": 0, "journald-short": 15, "journald-short-precise": 22}
 KINDS = ("decode", "prefill", "http")
 _INT, _FLOAT, _BOOL = 0, 1, 2
 _MONTHS = np.frombuffer(b"JanFebMarAprMayJunJulAugSepOctNovDec", np.uint8)
-_TAGS = (b"ATTN_CP", b"MOE_DP", b"DP", b"PP", b"TP", b"EP")
-_TAG_TEXT = np.frombuffer(b"".join(_TAGS), np.uint8)
-_TAG_END = np.cumsum([len(t) for t in _TAGS]).astype(np.int64)
-_POW10 = np.array([10.0**k for k in range(16)])  # exact: a digit string over one is exact
+_TAG_TEXT = np.frombuffer(b"ATTN_CPMOE_DP", np.uint8)  # the rank tags of more than two letters
 _HEADS = (b"Decode batch", b"Prefill batch", b"INFO:")
 _HEAD_TEXT = np.frombuffer(b"".join(_HEADS), np.uint8)
 _HEAD_END = np.cumsum([len(h) for h in _HEADS]).astype(np.int64)
 _ACCESS = np.frombuffer(b' - "', np.uint8)
 _BOOLS = np.frombuffer(b"TrueFalse", np.uint8)
-_MAX_INT_DIGITS = 18
-_MAX_FLOAT_DIGITS = 15  # a mantissa below 2**53 over a power of ten below 1e16: rounded once
 
 
 @dataclass(frozen=True)
@@ -191,63 +194,8 @@ def rows(lane: Lane, first_lineno: int, table: Shapes, schema: pl.Schema, *, wra
 
 
 # ---------------------------------------------------------------------------------------------
-# The compiled pass. Every read is checked against the line's end; a line that leaves the
-# common form at any byte is not taken.
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _digit(b):
-    return b - 48 if 48 <= b <= 57 else -1
-
-
-@numba.njit(nogil=True, cache=True)
-def _number(buf, p, n):
-    """The value of the ``n`` digits at ``p``, or -1."""
-    v = 0
-    for k in range(n):
-        d = _digit(buf[p + k])
-        if d < 0:
-            return -1
-        v = v * 10 + d
-    return v
-
-
-@numba.njit(nogil=True, cache=True)
-def _days(y, m, d):
-    """Days from 1970-01-01 to the civil date (H. Hinnant's days_from_civil)."""
-    y -= m <= 2
-    era = (y if y >= 0 else y - 399) // 400
-    yoe = y - era * 400
-    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
-@numba.njit(nogil=True, cache=True)
-def _month_days(y, m):
-    if m == 2:
-        return 29 if (y % 4 == 0 and y % 100 != 0) or y % 400 == 0 else 28
-    return 30 if m == 4 or m == 6 or m == 9 or m == 11 else 31
-
-
-@numba.njit(nogil=True, cache=True)
-def _same(buf, p, e, text, t0, t1):
-    """``buf[p:]`` starts with ``text[t0:t1]`` before ``e``."""
-    if p + (t1 - t0) > e:
-        return False
-    for k in range(t1 - t0):  # noqa: SIM110 (a compiled loop, not a generator)
-        if buf[p + k] != text[t0 + k]:
-            return False
-    return True
-
-
-@numba.njit(nogil=True, cache=True)
-def _clock(buf, p):
-    """Seconds of the day of ``HH:MM:SS`` at ``p``, or -1."""
-    h, m, s = _number(buf, p, 2), _number(buf, p + 3, 2), _number(buf, p + 6, 2)
-    if buf[p + 2] != 58 or buf[p + 5] != 58 or not (0 <= h <= 23 and 0 <= m <= 59 and 0 <= s <= 59):
-        return -1
-    return h * 3600 + m * 60 + s
+# The compiled pass (primitives in ``toolkit.load.bytescan``). Every read is checked against
+# the line's end; a line that leaves the common form at any byte is not taken.
 
 
 @numba.njit(nogil=True, cache=True)
@@ -346,26 +294,11 @@ def _value(buf, q, n, vtype, pct):
         if _same(buf, q, n, _BOOLS, 4, 9):
             return q + 5, 0, 0.0
         return -1, 0, 0.0
-    mantissa, digits, scale = 0, 0, -1
-    while q < n:
-        d = _digit(buf[q])
-        if d >= 0:
-            mantissa = mantissa * 10 + d
-            digits += 1
-            if scale >= 0:
-                scale += 1
-        elif buf[q] == 46 and vtype == _FLOAT and scale < 0 and digits > 0:
-            scale = 0
-        else:
-            break
+    floating = vtype == _FLOAT
+    q, mantissa, scale = decimal(buf, q, n, floating, MAX_DECIMAL_DIGITS if floating else 18)
+    if q >= 0 and pct and q < n and buf[q] == 37:
         q += 1
-        if digits > (_MAX_FLOAT_DIGITS if vtype == _FLOAT else _MAX_INT_DIGITS):
-            return -1, 0, 0.0
-    if digits == 0 or scale == 0:  # no digits, or none after the point
-        return -1, 0, 0.0
-    if pct and q < n and buf[q] == 37:
-        q += 1
-    return q, mantissa, mantissa / _POW10[max(scale, 0)]
+    return q, mantissa, mantissa / POW10[scale]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -420,13 +353,6 @@ def _access_end(buf, q, n):
             found = True
         q += 1
     return q if found else -1
-
-
-@numba.njit(nogil=True, cache=True)
-def _copy(buf, start, end, out, at):
-    """``buf[start:end]`` into ``out`` at ``at``; where it ends there."""
-    out[at : at + end - start] = buf[start:end]
-    return at + end - start
 
 
 @numba.njit(nogil=True, cache=True)

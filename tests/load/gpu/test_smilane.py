@@ -1,0 +1,97 @@
+"""The compiled pass over nvidia-smi CSV rows gives the CSV reader's rows, and takes the
+common ones.
+
+Each check loads the same trace twice, with the pass and with the reader alone, and asks for
+identical tables: on every fixture, and on rows generated at each boundary of the layout
+(times, numbers, units, separators, cut and longer rows, bytes outside printable ASCII).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import TEST_DATA
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolkit.load.gpu import smilane
+from toolkit.load.gpu.smi import load_smi_csv
+
+FIXTURES = sorted((TEST_DATA / "gpu").glob("smi-*.csv")) + sorted(
+    (TEST_DATA.parent.parent / "data").rglob("nvidia-smi*.csv")
+)
+HEADER = (
+    "timestamp, index, utilization.gpu [%], memory.used [MiB], power.draw [W], "
+    "clocks.current.sm [MHz]"
+)
+ROW = "2026/05/25 21:40:21.123, {gpu}, 45 %, 81234 MiB, 312.45 W, 2400 MHz"
+
+
+def _both(path: Path, fields: list[str] | None = None) -> tuple[object, object]:
+    with_pass = load_smi_csv(path, path.name, fields=fields)
+    smilane.ENABLED = False
+    try:
+        alone = load_smi_csv(path, path.name, fields=fields)
+    finally:
+        smilane.ENABLED = True
+    return with_pass, alone
+
+
+def _same(a, b) -> None:
+    assert a.lines == b.lines
+    assert a.samples.equals(b.samples)
+    assert a.skipped.equals(b.skipped)
+    assert a.unavailable.equals(b.unavailable)
+    assert a.notes == b.notes
+
+
+NOHEADER_FIELDS = {
+    "smi-noheader.csv": "timestamp,index,utilization.gpu,memory.used,power.draw",
+    "smi-noheader-nounits.csv": "index,utilization.gpu,memory.used,power.draw",
+}
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_every_fixture_loads_the_same_with_the_pass(path: Path) -> None:
+    fields = NOHEADER_FIELDS.get(path.name)
+    _same(*_both(path, fields.split(",") if fields else None))
+
+
+def test_the_pass_takes_a_clean_trace(tmp_path: Path) -> None:
+    path = tmp_path / "smi.csv"
+    path.write_text(HEADER + "\n" + "\n".join(ROW.format(gpu=i % 8) for i in range(64)) + "\n")
+    layout = smilane.layout(["ts", "gpu", "float", "float", "float", "float"],
+                            [None, None, "%", "MiB", "W", "MHz"])  # fmt: skip
+    assert layout is not None
+    rows = path.read_bytes().split(b"\n", 1)[1]
+    taken = smilane._scan_block(rows, layout)[0]
+    assert taken.size == 64
+    with_pass, alone = _both(path)
+    _same(with_pass, alone)
+    assert with_pass.samples.get_column("power_w").to_list()[:2] == [312.45, 312.45]
+
+
+NOISE = st.sampled_from(
+    [b"0", b"9", b".", b",", b", ", b" ", b"%", b"-", b"\t", b"\r", b"[N/A]", "é".encode(), b"\xff",
+     b"1e5", b"+", b"MiB", b"2026/02/30 00:00:00", b"24:00:00", b".12", b".1234", b""]
+)  # fmt: skip
+
+
+@st.composite
+def rows(draw: st.DrawFn) -> bytes:
+    row = ROW.format(gpu=draw(st.integers(0, 12))).encode()
+    for _ in range(draw(st.integers(0, 2))):
+        at = draw(st.integers(0, len(row)))
+        cut = draw(st.integers(0, 3))
+        row = row[:at] + draw(NOISE) + row[at + cut :]
+    return row.replace(b"\n", b" ")
+
+
+@settings(max_examples=60)
+@given(body=st.lists(rows(), min_size=1, max_size=12), end=st.sampled_from([b"\n", b""]))
+def test_generated_rows_load_the_same_with_the_pass(tmp_path: Path, body, end: bytes) -> None:
+    path = tmp_path / "smi.csv"
+    clean = [ROW.format(gpu=i).encode() for i in range(4)]
+    path.write_bytes(HEADER.encode() + b"\n" + b"\n".join([*clean, *body]) + end)
+    _same(*_both(path))

@@ -1,0 +1,100 @@
+"""Compiled primitives for reading text straight from its bytes (numba, no GIL).
+
+The compiled passes over log and trace lines (``sglang.fastlane``, ``gpu.smilane``) share
+these: every read is bounded by an end the caller gives, and each returns -1 (or False) for
+bytes that are not what it reads, so a pass leaves such a line to the general reader.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+POW10 = np.array([10.0**k for k in range(16)])  # exact: a mantissa over one is rounded once
+MAX_DECIMAL_DIGITS = 15  # a mantissa below 2**53: the quotient is the nearest double
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def digit(b):
+    return b - 48 if 48 <= b <= 57 else -1
+
+
+@numba.njit(nogil=True, cache=True)
+def number(buf, p, n):
+    """The value of the ``n`` digits at ``p``, or -1."""
+    v = 0
+    for k in range(n):
+        d = digit(buf[p + k])
+        if d < 0:
+            return -1
+        v = v * 10 + d
+    return v
+
+
+@numba.njit(nogil=True, cache=True)
+def days_from_civil(y, m, d):
+    """Days from 1970-01-01 to the civil date (H. Hinnant's algorithm)."""
+    y -= m <= 2
+    era = (y if y >= 0 else y - 399) // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+@numba.njit(nogil=True, cache=True)
+def month_days(y, m):
+    if m == 2:
+        return 29 if (y % 4 == 0 and y % 100 != 0) or y % 400 == 0 else 28
+    return 30 if m == 4 or m == 6 or m == 9 or m == 11 else 31
+
+
+@numba.njit(nogil=True, cache=True)
+def starts_with(buf, p, e, text, t0, t1):
+    """``buf[p:]`` starts with ``text[t0:t1]`` before ``e``."""
+    if p + (t1 - t0) > e:
+        return False
+    for k in range(t1 - t0):  # noqa: SIM110 (a compiled loop, not a generator)
+        if buf[p + k] != text[t0 + k]:
+            return False
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def clock(buf, p):
+    """Seconds of the day of ``HH:MM:SS`` at ``p``, or -1 (the caller checks the bounds)."""
+    h, m, s = number(buf, p, 2), number(buf, p + 3, 2), number(buf, p + 6, 2)
+    if buf[p + 2] != 58 or buf[p + 5] != 58 or not (0 <= h <= 23 and 0 <= m <= 59 and 0 <= s <= 59):
+        return -1
+    return h * 3600 + m * 60 + s
+
+
+@numba.njit(nogil=True, cache=True)
+def decimal(buf, q, e, point, max_digits):
+    """(end, mantissa, digits after the point) of the plain number ``\\d+(\\.\\d+)?`` at ``q``
+    (the point only when ``point``), at most ``max_digits`` digits; end -1 when there is none."""
+    mantissa, digits, scale = 0, 0, -1
+    while q < e:
+        d = digit(buf[q])
+        if d >= 0:
+            mantissa = mantissa * 10 + d
+            digits += 1
+            if scale >= 0:
+                scale += 1
+        elif buf[q] == 46 and point and scale < 0 and digits > 0:
+            scale = 0
+        else:
+            break
+        q += 1
+        if digits > max_digits:
+            return -1, 0, 0
+    if digits == 0 or scale == 0:  # no digits, or none after the point
+        return -1, 0, 0
+    return q, mantissa, max(scale, 0)
+
+
+@numba.njit(nogil=True, cache=True)
+def copy(buf, start, end, out, at):
+    """``buf[start:end]`` into ``out`` at ``at``; where it ends there."""
+    out[at : at + end - start] = buf[start:end]
+    return at + end - start

@@ -1,0 +1,298 @@
+"""nvidia-smi CSV rows typed by one compiled pass over the file's bytes.
+
+A ``--query-gpu`` trace is millions of rows of the same shape: ``2026/05/25 21:40:21.123, 0,
+45 %, 81234 MiB, 312.45 W``. ``read`` takes a row when every cell is exactly what its column
+holds (the time, a plain number, the number and the column's unit, ``", "`` between cells) and
+types it from its bytes; every other row (``[N/A]``, a cut or longer row, a blank line, another
+header, any byte outside printable ASCII) is given to the CSV reader's plan, and the rows are
+put back in line order. A test holds both ways to the same frame.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numba
+import numpy as np
+import polars as pl
+
+from toolkit.load.bytescan import (
+    MAX_DECIMAL_DIGITS,
+    POW10,
+    clock,
+    copy,
+    days_from_civil,
+    month_days,
+    number,
+    starts_with,
+)
+
+ENABLED = True
+"""Off, every row goes through the CSV reader's plan (the tests compare both ways)."""
+
+BLOCK_BYTES = 16 << 20
+WORKERS = 2
+_TIME, _INT, _FLOAT, _UNIT = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What each column of a row holds, for the compiled pass."""
+
+    cells: np.ndarray  # per column: _TIME, _INT, _FLOAT or _UNIT (a number, a space, the unit)
+    units: np.ndarray  # every unit's text, one after the other
+    unit_start: np.ndarray  # per column: where its unit starts in ``units``
+    unit_end: np.ndarray  # and where it ends
+    dtypes: tuple[pl.DataType, ...]
+
+
+def layout(kinds: Sequence[str], units: Sequence[str | None]) -> Layout | None:
+    """The layout of columns of these kinds (``ts``, ``gpu``, ``float``) and value units, or
+    None when one holds text (the pass reads numbers and times only)."""
+    cells, text, ends, dtypes = [], b"", [], []
+    for kind, unit in zip(kinds, units, strict=True):
+        if kind == "ts" and unit is None:
+            cells.append(_TIME)
+            dtypes.append(pl.Datetime("ms"))
+        elif kind == "gpu" and unit is None:
+            cells.append(_INT)
+            dtypes.append(pl.Int32())
+        elif kind == "float" and (unit is None or (unit.isascii() and unit.isprintable())):
+            cells.append(_FLOAT if unit is None else _UNIT)
+            text += (unit or "").encode()
+            dtypes.append(pl.Float64())
+        else:
+            return None
+        ends.append(len(text))
+    if not cells:
+        return None
+    return Layout(
+        cells=np.array(cells, np.int64),
+        units=np.frombuffer(text or b"\0", np.uint8),
+        unit_start=np.array([0, *ends[:-1]], np.int64),
+        unit_end=np.array(ends, np.int64),
+        dtypes=tuple(dtypes),
+    )
+
+
+def read(
+    path: Path,
+    header_lineno: int,
+    lane: Layout,
+    columns: Sequence[str],
+    plan: Callable[[bytes], pl.DataFrame],
+) -> pl.DataFrame:
+    """Every row after the header line: ``lineno``, the typed ``columns`` and ``_suspect``.
+
+    Blocks of whole lines are typed by two threads at once; ``plan`` types the bytes of the
+    rows the pass left (its ``lineno`` counts them from 1).
+    """
+    done: list[tuple] = []
+    with path.open("rb") as f, ThreadPoolExecutor(WORKERS) as pool:
+        _skip_lines(f, header_lineno)
+        pending: deque[Future[tuple]] = deque()
+        for data in _blocks(f):  # at most WORKERS + 1 blocks read ahead
+            pending.append(pool.submit(_scan_block, data, lane))
+            while len(pending) > WORKERS:
+                done.append(pending.popleft().result())
+        done += [p.result() for p in pending]
+    frames: list[pl.DataFrame] = []
+    left: list[bytes] = []
+    left_lines: list[np.ndarray] = []
+    lineno = header_lineno + 1  # of the first row after the header
+    for taken, values, ts_ms, rest, rest_lines, rows in done:
+        frames.append(_rows(taken + lineno, values, ts_ms, lane, columns))
+        if rest_lines.size:
+            left.append(rest)
+            left_lines.append(rest_lines + lineno)
+        lineno += rows
+    if not frames:
+        frames.append(_rows(np.empty(0, np.int64), np.empty((len(lane.cells), 0)),
+                            np.empty(0, np.int64), lane, columns))  # fmt: skip
+    if left:
+        linenos = pl.Series(np.concatenate(left_lines))
+        typed = plan(b"".join(left)).with_columns(
+            lineno=pl.lit(linenos).gather(pl.col("lineno") - 1)
+        )
+        frames.append(typed.select(frames[0].columns))
+    out = pl.concat(frames)
+    return out.sort("lineno") if left else out
+
+
+def _skip_lines(f: BinaryIO, lines: int) -> None:
+    """Move ``f`` past its first ``lines`` lines."""
+    while lines > 0:
+        start = f.tell()
+        block = f.read(1 << 20)
+        if not block:
+            return
+        at = -1
+        while lines > 0:
+            at = block.find(b"\n", at + 1)
+            if at < 0:
+                break
+            lines -= 1
+        if lines == 0:
+            f.seek(start + at + 1)
+
+
+def _blocks(f: BinaryIO) -> Iterator[memoryview]:
+    """The rest of ``f`` in blocks of whole lines (the last may lack its newline). A block
+    ends at its last newline, and the next is read from there: nothing is copied or joined."""
+    pos = f.tell()
+    size = BLOCK_BYTES
+    while block := f.read(size):
+        if len(block) < size:  # the end of the file
+            yield memoryview(block)
+            return
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:  # a line longer than a block: read again, twice as much
+            size *= 2
+        else:
+            yield memoryview(block)[:cut]
+            pos += cut
+            size = BLOCK_BYTES
+        f.seek(pos)
+
+
+def _scan_block(data: bytes | memoryview, lane: Layout) -> tuple:
+    """The compiled pass over one block of whole lines."""
+    buf = np.frombuffer(data, np.uint8)
+    lines = int(np.count_nonzero(buf == 10)) + 1  # counted without the GIL
+    taken = np.empty(lines, np.int64)
+    values = np.empty((len(lane.cells), lines), np.float64)
+    ts_ms = np.empty(lines, np.int64)
+    rest = np.empty(len(data) + 1, np.uint8)
+    rest_lines = np.empty(lines, np.int64)
+    sizes = np.zeros(4, np.int64)  # taken, rest bytes, rest lines, rows
+    _pass(buf, lane.cells, lane.units, lane.unit_start, lane.unit_end, taken, values, ts_ms, rest,
+          rest_lines, sizes)  # fmt: skip
+    n, n_rest, n_left, rows = (int(v) for v in sizes)
+    return (
+        taken[:n], values[:, :n], ts_ms[:n], rest[:n_rest].tobytes(), rest_lines[:n_left], rows,
+    )  # fmt: skip
+
+
+def _rows(
+    lineno: np.ndarray, values: np.ndarray, ts_ms: np.ndarray, lane: Layout, columns: Sequence[str]
+) -> pl.DataFrame:
+    out = [pl.Series("lineno", lineno)]
+    for c, (name, dtype) in enumerate(zip(columns, lane.dtypes, strict=True)):
+        if lane.cells[c] == _TIME:
+            out.append(pl.Series(name, ts_ms).cast(dtype))
+        else:
+            out.append(pl.Series(name, values[c]).cast(dtype))
+    out.append(pl.repeat(False, len(lineno), eager=True).alias("_suspect"))
+    return pl.DataFrame(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# The compiled pass (primitives in ``toolkit.load.bytescan``): every read is bounded by the
+# line's end; a row that leaves the layout at any byte is left to the CSV reader.
+
+
+@numba.njit(nogil=True, cache=True)
+def _time(buf, q, n, k, ts_ms, last):
+    """``YYYY/MM/DD HH:MM:SS(.mmm)`` at ``q``: where it ends, or -1. ``last`` holds where the
+    last time read starts and its whole seconds: a trace repeats its second for 8 GPUs or more."""
+    if q + 19 > n:
+        return -1
+    if last[0] < 0 or not starts_with(buf, q, n, buf, last[0], last[0] + 19):
+        if buf[q + 4] != 47 or buf[q + 7] != 47 or buf[q + 10] != 32:
+            return -1
+        y, mo, d = number(buf, q, 4), number(buf, q + 5, 2), number(buf, q + 8, 2)
+        secs = clock(buf, q + 11)
+        if y < 1 or not (1 <= mo <= 12) or d < 1 or d > month_days(y, mo) or secs < 0:
+            return -1
+        last[0] = q
+        last[1] = days_from_civil(y, mo, d) * 86400 + secs
+    q += 19
+    ms = 0
+    if q < n and buf[q] == 46:
+        ms = number(buf, q + 1, 3) if q + 4 <= n else -1
+        if ms < 0:
+            return -1
+        q += 4
+    ts_ms[k] = last[1] * 1000 + ms
+    return q
+
+
+@numba.njit(nogil=True, cache=True)
+def _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last):
+    """Type the row at ``s`` into output row ``k``: where the line ends, or -1 when the row
+    leaves the layout. The number and unit are read inline: a third faster than by calls."""
+    q = s
+    for c in range(len(cells)):
+        if c > 0:
+            if q + 2 > n or buf[q] != 44 or buf[q + 1] != 32:
+                return -1
+            q += 2
+        cell = cells[c]
+        if cell == _TIME:
+            q = _time(buf, q, n, k, ts_ms, last)
+            if q < 0:
+                return -1
+            continue
+        mantissa, digits, scale = 0, 0, -1  # ``\d+(\.\d+)?``, as bytescan.decimal reads it
+        while q < n:
+            b = buf[q]
+            if 48 <= b <= 57:
+                mantissa = mantissa * 10 + (b - 48)
+                digits += 1
+                if scale >= 0:
+                    scale += 1
+            elif b == 46 and cell != _INT and scale < 0 and digits > 0:
+                scale = 0
+            else:
+                break
+            q += 1
+        if digits == 0 or scale == 0 or digits > (9 if cell == _INT else MAX_DECIMAL_DIGITS):
+            return -1  # an Int32 index has at most 9 digits
+        if cell == _UNIT:
+            u0, u1 = unit_start[c], unit_end[c]
+            if q + 1 + u1 - u0 > n or buf[q] != 32:
+                return -1
+            q += 1
+            for j in range(u1 - u0):
+                if buf[q + j] != units[u0 + j]:
+                    return -1
+            q += u1 - u0
+        values[c, k] = mantissa / POW10[max(scale, 0)]
+    return q if q == n or buf[q] == 10 else -1
+
+
+@numba.njit(nogil=True, cache=True)
+def _pass(buf, cells, units, unit_start, unit_end, taken, values, ts_ms, rest, rest_lines,
+          sizes):  # fmt: skip
+    n = buf.size
+    s = 0
+    k = 0
+    at = 0
+    i = 0
+    left = 0
+    last = np.full(2, -1, np.int64)  # the last time read: where, and its seconds
+    while s < n:
+        e = _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last)
+        if e >= 0:
+            taken[k] = i
+            k += 1
+        else:
+            e = s
+            while e < n and buf[e] != 10:
+                e += 1
+            rest_lines[left] = i
+            left += 1
+            at = copy(buf, s, e, rest, at)
+            rest[at] = 10
+            at += 1
+        i += 1
+        s = e + 1
+    sizes[0] = k
+    sizes[1] = at
+    sizes[2] = left
+    sizes[3] = i
