@@ -65,8 +65,9 @@ def test_the_pass_takes_a_clean_trace(tmp_path: Path) -> None:
                             [None, None, "%", "MiB", "W", "MHz"])  # fmt: skip
     assert layout is not None
     rows = path.read_bytes().split(b"\n", 1)[1]
-    taken = smilane._scan_block(rows, layout)[0]
-    assert taken.size == 64
+    block = smilane._typed_block(rows, layout, ["ts", "gpu", "u", "m", "p", "c"])
+    assert block.lines == block.rows.height == 64 and not block.left_lines.size
+    assert block.rows.get_column("lineno").to_list()[:2] == [0, 1]
     with_pass, alone = _both(path)
     _same(with_pass, alone)
     assert with_pass.samples.get_column("power_w").to_list()[:2] == [312.45, 312.45]

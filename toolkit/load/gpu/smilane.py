@@ -49,6 +49,7 @@ class Layout:
     unit_start: np.ndarray  # per column: where its unit starts in ``units``
     unit_end: np.ndarray  # and where it ends
     dtypes: tuple[pl.DataType, ...]
+    shortest: int  # bytes of the shortest row the pass takes, with its newline
 
 
 def layout(kinds: Sequence[str], units: Sequence[str | None]) -> Layout | None:
@@ -77,6 +78,11 @@ def layout(kinds: Sequence[str], units: Sequence[str | None]) -> Layout | None:
         unit_start=np.array([0, *ends[:-1]], np.int64),
         unit_end=np.array(ends, np.int64),
         dtypes=tuple(dtypes),
+        shortest=sum(19 if cell == _TIME else 1 for cell in cells)
+        + len(text)
+        + sum(cell == _UNIT for cell in cells)
+        + 2 * (len(cells) - 1)
+        + 1,
     )
 
 
@@ -92,28 +98,23 @@ def read(
     Blocks of whole lines are typed by two threads at once; ``plan`` types the bytes of the
     rows the pass left (its ``lineno`` counts them from 1).
     """
-    done: list[tuple] = []
+    done: list[Block] = []
     with path.open("rb") as f, ThreadPoolExecutor(WORKERS) as pool:
         _skip_lines(f, header_lineno)
-        pending: deque[Future[tuple]] = deque()
+        pending: deque[Future[Block]] = deque()
         for data in _blocks(f):  # at most WORKERS + 1 blocks read ahead
-            pending.append(pool.submit(_scan_block, data, lane))
+            pending.append(pool.submit(_typed_block, data, lane, columns))
             while len(pending) > WORKERS:
                 done.append(pending.popleft().result())
         done += [p.result() for p in pending]
-    frames: list[pl.DataFrame] = []
-    left: list[bytes] = []
-    left_lines: list[np.ndarray] = []
-    lineno = header_lineno + 1  # of the first row after the header
-    for taken, values, ts_ms, rest, rest_lines, rows in done:
-        frames.append(_rows(taken + lineno, values, ts_ms, lane, columns))
-        if rest_lines.size:
-            left.append(rest)
-            left_lines.append(rest_lines + lineno)
-        lineno += rows
-    if not frames:
-        frames.append(_rows(np.empty(0, np.int64), np.empty((len(lane.cells), 0)),
-                            np.empty(0, np.int64), lane, columns))  # fmt: skip
+    first = header_lineno + 1  # the number of the block's first line
+    frames, left, left_lines = [], [], []
+    for block in done or [_typed_block(b"", lane, columns)]:
+        frames.append(block.rows.with_columns(pl.col("lineno") + first))
+        if block.left_lines.size:
+            left.append(block.left)
+            left_lines.append(block.left_lines + first)
+        first += block.lines
     if left:
         linenos = pl.Series(np.concatenate(left_lines))
         typed = plan(b"".join(left)).with_columns(
@@ -160,35 +161,40 @@ def _blocks(f: BinaryIO) -> Iterator[memoryview]:
         f.seek(pos)
 
 
-def _scan_block(data: bytes | memoryview, lane: Layout) -> tuple:
-    """The compiled pass over one block of whole lines."""
+@dataclass(frozen=True)
+class Block:
+    """One block typed: its lines, the rows the pass took (``lineno`` from 0 in the block),
+    and the bytes and line indexes of the rows it left."""
+
+    lines: int
+    rows: pl.DataFrame
+    left: bytes
+    left_lines: np.ndarray
+
+
+def _typed_block(data: bytes | memoryview, lane: Layout, columns: Sequence[str]) -> Block:
+    """The compiled pass over one block of whole lines.
+
+    The pass's arrays become the block's frame at once, so the next block reuses their memory
+    instead of touching new pages; the rows are counted by the pass, not by a pass of its own.
+    """
     buf = np.frombuffer(data, np.uint8)
-    lines = int(np.count_nonzero(buf == 10)) + 1  # counted without the GIL
-    taken = np.empty(lines, np.int64)
-    values = np.empty((len(lane.cells), lines), np.float64)
-    ts_ms = np.empty(lines, np.int64)
+    rows = len(data) // lane.shortest + 1  # no more rows fit; untouched pages cost nothing
+    taken = np.empty(rows, np.int64)
+    values = np.empty((len(lane.cells), rows), np.float64)
+    ts_ms = np.empty(rows, np.int64)
     rest = np.empty(len(data) + 1, np.uint8)
-    rest_lines = np.empty(lines, np.int64)
-    sizes = np.zeros(4, np.int64)  # taken, rest bytes, rest lines, rows
+    rest_lines = np.empty(len(data) + 1, np.int64)
+    sizes = np.zeros(4, np.int64)  # taken, rest bytes, rest lines, lines
     _pass(buf, lane.cells, lane.units, lane.unit_start, lane.unit_end, taken, values, ts_ms, rest,
           rest_lines, sizes)  # fmt: skip
-    n, n_rest, n_left, rows = (int(v) for v in sizes)
-    return (
-        taken[:n], values[:, :n], ts_ms[:n], rest[:n_rest].tobytes(), rest_lines[:n_left], rows,
-    )  # fmt: skip
-
-
-def _rows(
-    lineno: np.ndarray, values: np.ndarray, ts_ms: np.ndarray, lane: Layout, columns: Sequence[str]
-) -> pl.DataFrame:
-    out = [pl.Series("lineno", lineno)]
+    n, n_rest, n_left, lines = (int(v) for v in sizes)
+    out = [pl.Series("lineno", taken[:n])]
     for c, (name, dtype) in enumerate(zip(columns, lane.dtypes, strict=True)):
-        if lane.cells[c] == _TIME:
-            out.append(pl.Series(name, ts_ms).cast(dtype))
-        else:
-            out.append(pl.Series(name, values[c]).cast(dtype))
-    out.append(pl.repeat(False, len(lineno), eager=True).alias("_suspect"))
-    return pl.DataFrame(out)
+        column = ts_ms[:n] if lane.cells[c] == _TIME else values[c, :n]
+        out.append(pl.Series(name, column).cast(dtype))
+    out.append(pl.repeat(False, n, eager=True).alias("_suspect"))
+    return Block(lines, pl.DataFrame(out), rest[:n_rest].tobytes(), rest_lines[:n_left].copy())
 
 
 # ---------------------------------------------------------------------------------------------
