@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 POW10 = np.array([10.0**k for k in range(16)])  # exact: a mantissa over one is rounded once
 MAX_DECIMAL_DIGITS = 15  # a mantissa below 2**53: the quotient is the nearest double
@@ -93,8 +95,27 @@ def decimal(buf, q, e, point, max_digits):
     return q, mantissa, max(scale, 0)
 
 
+@intrinsic
+def _memcpy(typingctx, dst, dst_at, src, src_at, size):
+    """``memcpy`` of ``size`` bytes from ``src[src_at:]`` to ``dst[dst_at:]`` (uint8 arrays)."""
+
+    def codegen(context, builder, signature, args):
+        dst_v, dst_at_v, src_v, src_at_v, size_v = args
+        dst_a = context.make_array(signature.args[0])(context, builder, dst_v)
+        src_a = context.make_array(signature.args[2])(context, builder, src_v)
+        to = builder.gep(dst_a.data, [dst_at_v])
+        frm = builder.gep(src_a.data, [src_at_v])
+        cgutils.raw_memcpy(builder, to, frm, size_v, 1)
+
+    return types.void(dst, dst_at, src, src_at, size), codegen
+
+
 @numba.njit(nogil=True, cache=True)
 def copy(buf, start, end, out, at):
-    """``buf[start:end]`` into ``out`` at ``at``; where it ends there."""
-    out[at : at + end - start] = buf[start:end]
+    """``buf[start:end]`` into ``out`` at ``at``; where it ends there (an array slice copy
+    per field costs several times more)."""
+    if start < 0 or end > buf.size or at < 0 or at + end - start > out.size:
+        raise IndexError("copy out of range")
+    if end > start:
+        _memcpy(out, at, buf, start, end - start)
     return at + end - start

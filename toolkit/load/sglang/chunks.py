@@ -113,10 +113,7 @@ def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataF
         frame = lines_io.chunk_frame(chunk, first_lineno)
         return _refined(job.plan(frame.lazy(), ansi=ansi).collect())
     lane = fastlane.scan(chunk.data, chunk.lines, job.wrapper, job.year, table)
-    left = lines_io.Chunk(chunk.index, lane.left, lane.left_line.size, {})
-    frame = lines_io.chunk_frame(left, 1).with_columns(
-        lineno=pl.Series(lane.left_line + first_lineno)
-    )
+    frame = lines_io.lines_frame(lane.left, lane.left_line + first_lineno)
     slow = _refined(
         job.plan(frame.lazy(), ansi=ansi).collect()
     )  # no line the lane takes is refined
