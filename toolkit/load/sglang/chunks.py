@@ -10,8 +10,10 @@ independent: threads, processes or Dask workers may type them in any order.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,6 @@ import polars as pl
 
 from toolkit.load import compression
 from toolkit.load import text as lines_io
-from toolkit.load.sglang import fastlane
 from toolkit.load.sglang.batch_line import KEY_COLUMN, parse_batch_message
 from toolkit.load.sglang.plan import (
     ODD_TEXT,
@@ -105,6 +106,8 @@ def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) ->
 
 def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataFrame:
     """Every line of the chunk typed, in line order: the fast lane's lines and the plan's."""
+    from toolkit.load.sglang import fastlane  # numba: imported where it is used (lane_loading)
+
     ansi = b"\x1b" in chunk.data
     table = None
     if fastlane.ENABLED and job.wrapper in fastlane.WRAPPER_CODES and chunk.lines:
@@ -122,6 +125,21 @@ def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataF
     fast = fastlane.rows(lane, first_lineno, table, slow.schema, wrapper=job.wrapper, year=job.year)
     del lane  # its buffers are as large as the chunk
     return pl.concat([fast, slow]).sort("lineno")  # a third of the time of merge_sorted
+
+
+@functools.cache
+def lane_loading() -> threading.Thread:
+    """A thread importing and loading the compiled lane, started once per process: numba's
+    import and the pass's load (0.4 s) overlap the sampling and reading of a file."""
+
+    def load() -> None:
+        from toolkit.load.sglang import fastlane
+
+        fastlane.warm()
+
+    thread = threading.Thread(target=load, name="ppscope-lane", daemon=True)
+    thread.start()
+    return thread
 
 
 def empty_chunk() -> lines_io.Chunk:

@@ -12,7 +12,6 @@ the two equal on every fixture and on generated lines near each boundary.
 
 from __future__ import annotations
 
-import functools
 import threading
 from dataclasses import dataclass
 
@@ -153,15 +152,11 @@ def _scratch(name: str, size: int) -> np.ndarray:
 TEXT_SEPARATOR = "\x1f"  # a taken line is printable ASCII: it holds none
 
 
-@functools.cache
-def warming() -> threading.Thread:
-    """A thread loading the compiled pass (from numba's cache, else compiling it), started
-    once per process: a file's first chunk need not wait for it while the file is sampled."""
+def warm() -> None:
+    """Load the compiled pass (from numba's cache, else compile it) with a one-line scan."""
     table = shape_table([])
     assert table is not None
-    thread = threading.Thread(target=scan, args=(b"x\n", 1, "raw", None, table), daemon=True)
-    thread.start()
-    return thread
+    scan(b"x\n", 1, "raw", None, table)
 
 
 def rows(lane: Lane, first_lineno: int, table: Shapes, schema: pl.Schema, *, wrapper: str,

@@ -203,7 +203,7 @@ class SGLangLog:
     @cached_property
     def errors(self) -> pl.DataFrame:
         """Warnings, errors and tracebacks, each multi-line record grouped into one row."""
-        return self._error_groups[0]
+        return self._error_groups
 
     @cached_property
     def other(self) -> pl.DataFrame:
@@ -266,7 +266,7 @@ class SGLangLog:
                 "startup": self.startup.height,
                 "overrides": counts.get("override", 0),
                 "http": counts.get("http", 0),
-                "errors": self.errors.height,
+                "errors": self._error_record_lines.get_column("_record").n_unique(),
                 "other": leftover - absorbed,
             },
             "counts": counts,
@@ -359,12 +359,12 @@ class SGLangLog:
         return lf.sort(["ts", "_order", "lineno"], nulls_last=True, maintain_order=True)
 
     @cached_property
-    def _error_groups(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """Error records: the lines they span are found from small columns first, then only
-        those lines are read whole."""
+    def _error_record_lines(self) -> pl.DataFrame:
+        """The lines of every error record (``source``, ``_order``, ``lineno``, ``_record``),
+        found from small columns only: a log may hold millions of unprefixed lines."""
         kind, prefixed = pl.col("kind"), pl.col("has_prefix")
         candidates = (kind == "error") | (kind.is_in(["other", "progress"]) & ~prefixed)
-        keys = (  # narrow columns: a log may hold millions of unprefixed lines
+        keys = (
             self.scan(["error", "other", "progress"])
             .filter(candidates)
             .select("_order", "lineno", "has_prefix", _error=kind == "error")
@@ -374,7 +374,7 @@ class SGLangLog:
         lineno, order = pl.col("lineno"), pl.col("_order")
         new = prefixed | (lineno != lineno.shift(1) + 1) | (order != order.shift(1))
         paths = {i: s.path for i, s in enumerate(self.sources)}
-        spans = (
+        return (
             keys.with_columns(_record=new.fill_null(True).cum_sum())
             .filter(pl.col("_error").cum_sum().over("_record") > 0)
             .select(
@@ -384,7 +384,11 @@ class SGLangLog:
                 "_record",
             )
         )
-        del keys
+
+    @cached_property
+    def _error_groups(self) -> pl.DataFrame:
+        """Error records: only the lines the records span are read whole."""
+        spans = self._error_record_lines
         rows = self._resolved(self._scan_rows(spans)).select(
             "source", "_order", *_TIME[:2], "level", "message", *RANK_TAGS
         )
@@ -396,8 +400,7 @@ class SGLangLog:
         records = error_table(rows)
         if len(self.sources) > 1:
             records = records.sort("ts", "source", "lineno", nulls_last=True, maintain_order=True)
-        taken = spans.select("source", "lineno").with_columns(_err=pl.lit("error"))
-        return records, taken
+        return records
 
     def _scan_rows(self, wanted: pl.DataFrame) -> pl.LazyFrame:
         """Only the lines ``wanted`` names (``_order``, ``lineno``): a filter each store's
@@ -417,7 +420,9 @@ class SGLangLog:
         return pl.concat(frames, how="diagonal_relaxed")
 
     def _error_spans(self) -> pl.DataFrame:
-        return self._error_groups[1]
+        """``source``, ``lineno`` and ``_err`` of every line an error record holds."""
+        spans = self._error_record_lines.select("source", "lineno")
+        return spans.with_columns(_err=pl.lit("error"))
 
 
 # ---------------------------------------------------------------------- loading

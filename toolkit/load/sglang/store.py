@@ -36,13 +36,13 @@ import polars as pl
 from toolkit._version import __version__
 from toolkit.load import cache as cache_io
 from toolkit.load import text as lines_io
-from toolkit.load.sglang import fastlane
 from toolkit.load.sglang.chunks import (
     CHUNK_BYTES,
     Job,
     empty_chunk,
     file_facts,
     file_job,
+    lane_loading,
     merge_stats,
     round_offset,
     type_chunk,
@@ -200,7 +200,7 @@ def build_store(
     One thread reads chunks in order; ``workers`` threads type them (polars releases the
     GIL). At most ``workers + 1`` chunks are in memory at once.
     """
-    fastlane.warming()
+    lane_loading()
     job = file_job(path)
     problems: list[str] = []
     done: list[dict[str, Any]] = []
