@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections import deque
 from collections.abc import Collection
@@ -305,18 +303,23 @@ def store_modules() -> set[str]:
     return seen
 
 
+_ROOT = Path(__file__).resolve().parents[3]  # the folder that holds the ``toolkit`` package
+
+
+def _file_of(module: str) -> Path | None:
+    """The source file of a ``toolkit`` module, found on disk (nothing is imported)."""
+    base = _ROOT.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
 def _module_of(package: str, name: str) -> str:
     """``from package import name``: the submodule ``package.name`` if it is one."""
-    try:
-        return f"{package}.{name}" if importlib.util.find_spec(f"{package}.{name}") else package
-    except ImportError:  # ``package`` is a module, ``name`` one of its attributes
-        return package
+    return f"{package}.{name}" if _file_of(f"{package}.{name}") else package
 
 
 def _source(module: str) -> bytes:
-    loaded = sys.modules.get(module)
-    origin = getattr(loaded, "__file__", None)
-    if origin is None:
-        spec = importlib.util.find_spec(module)
-        origin = spec.origin if spec is not None else None
-    return Path(origin).read_bytes() if origin else b""
+    path = _file_of(module)
+    return path.read_bytes() if path else b""
