@@ -14,6 +14,8 @@ from numba.extending import intrinsic
 
 POW10 = np.array([10.0**k for k in range(16)])  # exact: a mantissa over one is rounded once
 MAX_DECIMAL_DIGITS = 15  # a mantissa below 2**53: the quotient is the nearest double
+# A plain number ``\d+(\.\d+)?`` is read by a loop written out where it is used: a compiled
+# call per value (a returned tuple) costs a sixth of a pass.
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -69,30 +71,6 @@ def clock(buf, p):
     if buf[p + 2] != 58 or buf[p + 5] != 58 or not (0 <= h <= 23 and 0 <= m <= 59 and 0 <= s <= 59):
         return -1
     return h * 3600 + m * 60 + s
-
-
-@numba.njit(nogil=True, cache=True)
-def decimal(buf, q, e, point, max_digits):
-    """(end, mantissa, digits after the point) of the plain number ``\\d+(\\.\\d+)?`` at ``q``
-    (the point only when ``point``), at most ``max_digits`` digits; end -1 when there is none."""
-    mantissa, digits, scale = 0, 0, -1
-    while q < e:
-        d = digit(buf[q])
-        if d >= 0:
-            mantissa = mantissa * 10 + d
-            digits += 1
-            if scale >= 0:
-                scale += 1
-        elif buf[q] == 46 and point and scale < 0 and digits > 0:
-            scale = 0
-        else:
-            break
-        q += 1
-        if digits > max_digits:
-            return -1, 0, 0
-    if digits == 0 or scale == 0:  # no digits, or none after the point
-        return -1, 0, 0
-    return q, mantissa, max(scale, 0)
 
 
 @intrinsic

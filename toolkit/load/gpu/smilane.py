@@ -231,7 +231,7 @@ def _time(buf, q, n, k, ts_ms, last):
 @numba.njit(nogil=True, cache=True)
 def _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last):
     """Type the row at ``s`` into output row ``k``: where the line ends, or -1 when the row
-    leaves the layout. The number and unit are read inline: a third faster than by calls."""
+    leaves the layout."""
     q = s
     for c in range(len(cells)):
         if c > 0:
@@ -244,7 +244,7 @@ def _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last):
             if q < 0:
                 return -1
             continue
-        mantissa, digits, scale = 0, 0, -1  # ``\d+(\.\d+)?``, as bytescan.decimal reads it
+        mantissa, digits, scale = 0, 0, -1  # a plain number (see bytescan)
         while q < n:
             b = buf[q]
             if 48 <= b <= 57:

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from toolkit.load.bytescan import MAX_DECIMAL_DIGITS, POW10, decimal
+from toolkit.load.bytescan import MAX_DECIMAL_DIGITS, POW10
 from toolkit.load.bytescan import clock as _clock
 from toolkit.load.bytescan import copy as _copy
 from toolkit.load.bytescan import days_from_civil as _days
@@ -304,10 +304,24 @@ def _value(buf, q, n, vtype, pct):
             return q + 5, 0, 0.0
         return -1, 0, 0.0
     floating = vtype == _FLOAT
-    q, mantissa, scale = decimal(buf, q, n, floating, MAX_DECIMAL_DIGITS if floating else 18)
-    if q >= 0 and pct and q < n and buf[q] == 37:
+    mantissa, digits, scale = 0, 0, -1  # a plain number (see bytescan)
+    while q < n:
+        b = buf[q]
+        if 48 <= b <= 57:
+            mantissa = mantissa * 10 + (b - 48)  # wraps past 18 digits: refused below
+            digits += 1
+            if scale >= 0:
+                scale += 1
+        elif b == 46 and floating and scale < 0 and digits > 0:
+            scale = 0
+        else:
+            break
         q += 1
-    return q, mantissa, mantissa / POW10[scale]
+    if digits == 0 or scale == 0 or digits > (MAX_DECIMAL_DIGITS if floating else 18):
+        return -1, 0, 0.0  # none, none after the point, or too many
+    if pct and q < n and buf[q] == 37:
+        q += 1
+    return q, mantissa, mantissa / POW10[max(scale, 0)]
 
 
 @numba.njit(nogil=True, cache=True)
