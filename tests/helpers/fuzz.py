@@ -178,3 +178,13 @@ def hostile_json(draw: st.DrawFn, documents: Sequence[Any]) -> Any:
 def count_lines(data: bytes) -> int:
     """Physical lines of a file: ``\\n`` ends a line; a last line without one counts too."""
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def sprinkled(draw: st.DrawFn, line: bytes, noise: st.SearchStrategy[bytes]) -> bytes:
+    """``line`` with up to two pieces of ``noise`` put in at drawn places (each replacing up to
+    three bytes there), kept one line: what probes a parser's edges byte by byte."""
+    for _ in range(draw(st.integers(0, 2))):
+        at = draw(st.integers(0, len(line)))
+        cut = draw(st.integers(0, 3))
+        line = line[:at] + draw(noise) + line[at + cut :]
+    return line.replace(b"\n", b" ")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import TEST_DATA
+from helpers.fuzz import sprinkled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,11 +83,7 @@ NOISE = st.sampled_from(
 @st.composite
 def rows(draw: st.DrawFn) -> bytes:
     row = ROW.format(gpu=draw(st.integers(0, 12))).encode()
-    for _ in range(draw(st.integers(0, 2))):
-        at = draw(st.integers(0, len(row)))
-        cut = draw(st.integers(0, 3))
-        row = row[:at] + draw(NOISE) + row[at + cut :]
-    return row.replace(b"\n", b" ")
+    return sprinkled(draw, row, NOISE)
 
 
 @settings(max_examples=60)

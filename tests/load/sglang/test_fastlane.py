@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from helpers import TEST_DATA
+from helpers.fuzz import sprinkled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -103,11 +104,7 @@ def lines(draw: st.DrawFn, wrapper: str) -> bytes:
     if wrapper != "raw":
         head = draw(JOURNAL_TIMES) + head[15:] if wrapper == "journald-short" else head
     line = (head + prefix + message).encode()
-    for _ in range(draw(st.integers(0, 2))):
-        at = draw(st.integers(0, len(line)))
-        cut = draw(st.integers(0, 3))
-        line = line[:at] + draw(NOISE) + line[at + cut :]
-    return line.replace(b"\n", b" ")
+    return sprinkled(draw, line, NOISE)
 
 
 @settings(max_examples=60)

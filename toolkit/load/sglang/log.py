@@ -374,9 +374,14 @@ class SGLangLog:
         lineno, order = pl.col("lineno"), pl.col("_order")
         new = prefixed | (lineno != lineno.shift(1) + 1) | (order != order.shift(1))
         paths = {i: s.path for i, s in enumerate(self.sources)}
+        # A record's lines from its first error line on; counted over the whole table (a
+        # window per record costs 400 bytes a line on a log of a million records).
+        start = new.fill_null(True)
+        seen = pl.col("_error").cast(pl.Int64).cum_sum()
+        before = pl.when(start).then(seen - pl.col("_error").cast(pl.Int64)).forward_fill()
         return (
-            keys.with_columns(_record=new.fill_null(True).cum_sum())
-            .filter(pl.col("_error").cum_sum().over("_record") > 0)
+            keys.with_columns(_record=start.cum_sum(), _seen=seen, _before=before)
+            .filter(pl.col("_seen") > pl.col("_before"))
             .select(
                 pl.col("_order").replace_strict(paths, return_dtype=pl.String).alias("source"),
                 "_order",
