@@ -105,13 +105,17 @@ def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) ->
 
 
 def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataFrame:
-    """Every line of the chunk typed, in line order: the fast lane's lines and the plan's."""
-    from toolkit.load.sglang import fastlane  # numba: imported where it is used (lane_loading)
+    """Every line of the chunk typed, in line order: the fast lane's lines and the plan's.
 
+    Until the lane is loaded (``lane_loading``) the plan types whole chunks: the same rows.
+    """
     ansi = b"\x1b" in chunk.data
     table = None
-    if fastlane.ENABLED and job.wrapper in fastlane.WRAPPER_CODES and chunk.lines:
-        table = fastlane.shape_table(list(job.shapes))
+    if not lane_loading().is_alive():
+        from toolkit.load.sglang import fastlane  # numba: imported by the loading thread
+
+        if fastlane.ENABLED and job.wrapper in fastlane.WRAPPER_CODES and chunk.lines:
+            table = fastlane.shape_table(list(job.shapes))
     if table is None:
         frame = lines_io.chunk_frame(chunk, first_lineno)
         return _refined(job.plan(frame.lazy(), ansi=ansi).collect())
