@@ -37,7 +37,8 @@ ENABLED = True
 
 BLOCK_BYTES = 16 << 20
 WORKERS = 2
-_TIME, _INT, _FLOAT, _UNIT = 0, 1, 2, 3
+_TIME, _INT, _FLOAT, _UNIT, _TEXT = 0, 1, 2, 3, 4
+TEXT_SEPARATOR = "\x1f"  # a taken row is printable ASCII: it holds none
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,8 @@ class Layout:
 
 
 def layout(kinds: Sequence[str], units: Sequence[str | None]) -> Layout | None:
-    """The layout of columns of these kinds (``ts``, ``gpu``, ``float``) and value units, or
-    None when one holds text (the pass reads numbers and times only)."""
+    """The layout of columns of these kinds (``ts``, ``gpu``, ``float``, ``str``) and value
+    units, or None when a unit is not printable ASCII."""
     cells, text, ends, dtypes = [], b"", [], []
     for kind, unit in zip(kinds, units, strict=True):
         if kind == "ts" and unit is None:
@@ -67,6 +68,9 @@ def layout(kinds: Sequence[str], units: Sequence[str | None]) -> Layout | None:
             cells.append(_FLOAT if unit is None else _UNIT)
             text += (unit or "").encode()
             dtypes.append(pl.Float64())
+        elif kind == "str":
+            cells.append(_TEXT)
+            dtypes.append(pl.String())
         else:
             return None
         ends.append(len(text))
@@ -185,12 +189,22 @@ def _typed_block(data: bytes | memoryview, lane: Layout, columns: Sequence[str])
     ts_ms = np.empty(rows, np.int64)
     rest = np.empty(len(data) + 1, np.uint8)
     rest_lines = np.empty(len(data) + 1, np.int64)
-    sizes = np.zeros(4, np.int64)  # taken, rest bytes, rest lines, lines
+    text = np.empty(len(data) + 1, np.uint8)  # the text cells of the rows taken
+    sizes = np.zeros(5, np.int64)  # taken, rest bytes, rest lines, lines, text bytes
     _pass(buf, lane.cells, lane.units, lane.unit_start, lane.unit_end, taken, values, ts_ms, rest,
-          rest_lines, sizes)  # fmt: skip
-    n, n_rest, n_left, lines = (int(v) for v in sizes)
+          rest_lines, text, sizes)  # fmt: skip
+    n, n_rest, n_left, lines, n_text = (int(v) for v in sizes)
+    names = [name for c, name in enumerate(columns) if lane.cells[c] == _TEXT]
+    strings = pl.read_csv(
+        text[:n_text].tobytes(), has_header=False, separator=TEXT_SEPARATOR, quote_char=None,
+        comment_prefix=None, schema=dict.fromkeys(names, pl.String), empty_string_is_null=False,
+        raise_if_empty=False,
+    ) if names and n else pl.DataFrame(schema=dict.fromkeys(names, pl.String))  # fmt: skip
     out = [pl.Series("lineno", taken[:n])]
     for c, (name, dtype) in enumerate(zip(columns, lane.dtypes, strict=True)):
+        if lane.cells[c] == _TEXT:
+            out.append(strings.get_column(name))
+            continue
         column = ts_ms[:n] if lane.cells[c] == _TIME else values[c, :n]
         out.append(pl.Series(name, column).cast(dtype))
     out.append(pl.repeat(False, n, eager=True).alias("_suspect"))
@@ -229,9 +243,9 @@ def _time(buf, q, n, k, ts_ms, last):
 
 
 @numba.njit(nogil=True, cache=True)
-def _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last):
-    """Type the row at ``s`` into output row ``k``: where the line ends, or -1 when the row
-    leaves the layout."""
+def _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last, text, at):
+    """Type the row at ``s`` into output row ``k`` (its text cells into ``text`` from ``at[0]``,
+    each followed by a separator): where the line ends, or -1 when the row leaves the layout."""
     q = s
     for c in range(len(cells)):
         if c > 0:
@@ -241,6 +255,11 @@ def _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last):
         cell = cells[c]
         if cell == _TIME:
             q = _time(buf, q, n, k, ts_ms, last)
+            if q < 0:
+                return -1
+            continue
+        if cell == _TEXT:
+            q = _text(buf, q, n, text, at)
             if q < 0:
                 return -1
             continue
@@ -273,7 +292,26 @@ def _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last):
 
 
 @numba.njit(nogil=True, cache=True)
-def _pass(buf, cells, units, unit_start, unit_end, taken, values, ts_ms, rest, rest_lines,
+def _text(buf, q, n, text, at):
+    """A text cell at ``q`` as the reader keeps it (no space at either end, neither ``[...]``
+    nor ``N/A``, printable ASCII) copied to ``text``: where it ends, or -1."""
+    start = q
+    while q < n and buf[q] != 44 and buf[q] != 10:
+        if buf[q] < 32 or buf[q] > 126:
+            return -1
+        q += 1
+    if q == start or buf[start] == 32 or buf[q - 1] == 32 or buf[start] == 91:
+        return -1
+    if q - start == 3 and buf[start] == 78 and buf[start + 1] == 47 and buf[start + 2] == 65:
+        return -1  # N/A
+    at[0] = copy(buf, start, q, text, at[0])
+    text[at[0]] = 31
+    at[0] += 1
+    return q
+
+
+@numba.njit(nogil=True, cache=True)
+def _pass(buf, cells, units, unit_start, unit_end, taken, values, ts_ms, rest, rest_lines, text,
           sizes):  # fmt: skip
     n = buf.size
     s = 0
@@ -282,12 +320,18 @@ def _pass(buf, cells, units, unit_start, unit_end, taken, values, ts_ms, rest, r
     i = 0
     left = 0
     last = np.full(2, -1, np.int64)  # the last time read: where, and its seconds
+    text_at = np.zeros(1, np.int64)  # where the next text cell goes
     while s < n:
-        e = _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last)
+        row_at = text_at[0]
+        e = _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last, text,
+                 text_at)  # fmt: skip
         if e >= 0:
             taken[k] = i
             k += 1
+            if text_at[0] > row_at:
+                text[text_at[0] - 1] = 10  # the row's last separator ends its line
         else:
+            text_at[0] = row_at
             e = s
             while e < n and buf[e] != 10:
                 e += 1
@@ -302,3 +346,4 @@ def _pass(buf, cells, units, unit_start, unit_end, taken, values, ts_ms, rest, r
     sizes[1] = at
     sizes[2] = left
     sizes[3] = i
+    sizes[4] = text_at[0]
