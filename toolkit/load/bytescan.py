@@ -7,6 +7,9 @@ bytes that are not what it reads, so a pass leaves such a line to the general re
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
+
 import numba
 import numpy as np
 from numba.core import cgutils, types
@@ -16,6 +19,23 @@ POW10 = np.array([10.0**k for k in range(16)])  # exact: a mantissa over one is 
 MAX_DECIMAL_DIGITS = 15  # a mantissa below 2**53: the quotient is the nearest double
 # A plain number ``\d+(\.\d+)?`` is read by a loop written out where it is used: a compiled
 # call per value (a returned tuple) costs a sixth of a pass.
+
+
+def loads(name: str, probe: Callable[[], object]) -> bool:
+    """Whether a compiled pass loads here (``probe`` runs it on a tiny input). One that does
+    not (numba cannot compile it on this machine) is named in one warning; its lines then go
+    to the general reader, which types them the same, only slower."""
+    try:
+        probe()
+    except Exception as e:  # numba's errors and LLVM's: the general reader still works
+        warnings.warn(
+            f"ppscope: the compiled {name} pass does not load here ({type(e).__name__}: {e}); "
+            "the general reader types every line",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return False
+    return True
 
 
 @numba.njit(nogil=True, cache=True, inline="always")

@@ -270,9 +270,7 @@ def _read_lines(src: _Source, index: int, budget: int, cap: int) -> tuple[Chunk 
     capped, long = _cap_lines(body, cap, cut)
     lines = int(np.count_nonzero(np.frombuffer(whole, np.uint8) == 10))
     parts: list[bytes | memoryview] = [capped if long else whole]
-    if cut < len(
-        body
-    ):  # the last line runs past the budget: read on to its end, keeping at most cap
+    if cut < len(body):  # the last line runs past the budget: read to its end, up to cap
         kept, length, extra = _finish_line(src, body[cut:], cap)
         consumed += extra
         lines += 1

@@ -16,6 +16,7 @@ from helpers.fuzz import sprinkled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolkit.load import bytescan
 from toolkit.load.gpu import smilane
 from toolkit.load.gpu.smi import load_smi_csv
 
@@ -103,3 +104,17 @@ def test_generated_rows_load_the_same_with_the_pass(
     clean = [row.format(gpu=i).encode() for i in range(4)]
     path.write_bytes(header.encode() + b"\n" + b"\n".join([*clean, *body]) + end)
     _same(*_both(path))
+
+
+def test_a_pass_that_does_not_load_is_named_once_and_the_reader_types_the_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_llvm() -> None:
+        raise RuntimeError("no LLVM here")
+
+    with pytest.warns(RuntimeWarning, match="nvidia-smi row pass does not load here.*no LLVM"):
+        assert not bytescan.loads("nvidia-smi row", no_llvm)
+    path = tmp_path / "smi.csv"
+    path.write_text(HEADER + "\n" + ROW.format(gpu=0) + "\n")
+    monkeypatch.setattr(smilane, "ready", lambda: False)
+    assert load_smi_csv(path, path.name).samples.get_column("power_w").to_list() == [312.45]

@@ -42,6 +42,7 @@ JOURNAL = {
 def _both(job: Job, data: bytes) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """(with the lane, the plan alone, lines the lane took) for one chunk of ``data``."""
     chunks.lane_loading().join()  # till then chunks are typed by the plan alone
+    assert chunks._LANE_READY.is_set()
     chunk = lines_io.Chunk(0, data, data.count(b"\n"), {})
     table = fastlane.shape_table(list(job.shapes))
     assert table is not None

@@ -282,7 +282,7 @@ def _read(
         return lf.with_columns(_suspect=check).drop("_over", "_last").collect(engine="streaming")
 
     lane = smilane.layout([s.kind for s in specs], [suffixes.get(i) for i in range(len(specs))])
-    if smilane.ENABLED and lane is not None:
+    if smilane.ENABLED and lane is not None and smilane.ready():
         # the rows the pass leaves are typed by the reader (lossy UTF-8 is the same text when
         # they are valid, and what the whole file would be read as when they are not)
         return smilane.read(

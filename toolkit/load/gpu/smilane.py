@@ -10,6 +10,7 @@ put back in line order. A test holds both ways to the same frame.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,6 +28,7 @@ from toolkit.load.bytescan import (
     clock,
     copy,
     days_from_civil,
+    loads,
     month_days,
     number,
     starts_with,
@@ -88,6 +90,15 @@ def layout(kinds: Sequence[str], units: Sequence[str | None]) -> Layout | None:
         + 2 * (len(cells) - 1)
         + 1,
     )
+
+
+@functools.cache
+def ready() -> bool:
+    """The compiled pass is loaded (from numba's cache, else compiled): a one-row block."""
+    lane = layout(["ts", "gpu"], [None, None])
+    assert lane is not None
+    return loads("nvidia-smi row", lambda: _typed_block(b"2026/05/25 21:40:21.000, 0\n", lane,
+                                                         ["ts", "gpu"]))  # fmt: skip
 
 
 def read(
@@ -179,8 +190,8 @@ class Block:
 def _typed_block(data: bytes | memoryview, lane: Layout, columns: Sequence[str]) -> Block:
     """The compiled pass over one block of whole lines.
 
-    The pass's arrays become the block's frame at once, so the next block reuses their memory
-    instead of touching new pages; the rows are counted by the pass, not by a pass of its own.
+    The block's frame holds the pass's arrays without a copy; the rows are counted by the
+    pass, not by a pass of their own.
     """
     buf = np.frombuffer(data, np.uint8)
     rows = len(data) // lane.shortest + 1  # no more rows fit; untouched pages cost nothing

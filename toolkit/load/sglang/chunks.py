@@ -14,6 +14,7 @@ import functools
 import hashlib
 import re
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,11 +108,12 @@ def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) ->
 def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataFrame:
     """Every line of the chunk typed, in line order: the fast lane's lines and the plan's.
 
-    Until the lane is loaded (``lane_loading``) the plan types whole chunks: the same rows.
+    Until the lane is loaded (``lane_loading``), or where it cannot be, the plan types whole
+    chunks: the same rows.
     """
     ansi = b"\x1b" in chunk.data
     table = None
-    if not lane_loading().is_alive():
+    if _LANE_READY.is_set():
         from toolkit.load.sglang import fastlane  # numba: imported by the loading thread
 
         if fastlane.ENABLED and job.wrapper in fastlane.WRAPPER_CODES and chunk.lines:
@@ -121,9 +123,7 @@ def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataF
         return _refined(job.plan(frame.lazy(), ansi=ansi).collect())
     lane = fastlane.scan(chunk.data, chunk.lines, job.wrapper, job.year, table)
     frame = lines_io.lines_frame(lane.left, lane.left_line + first_lineno)
-    slow = _refined(
-        job.plan(frame.lazy(), ansi=ansi).collect()
-    )  # no line the lane takes is refined
+    slow = _refined(job.plan(frame.lazy(), ansi=ansi).collect())  # the lane takes none to refine
     if not lane.line.size:
         return slow
     fast = fastlane.rows(lane, first_lineno, table, slow.schema, wrapper=job.wrapper, year=job.year)
@@ -131,15 +131,24 @@ def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataF
     return pl.concat([fast, slow]).sort("lineno")  # a third of the time of merge_sorted
 
 
+_LANE_READY = threading.Event()
+
+
 @functools.cache
 def lane_loading() -> threading.Thread:
     """A thread importing and loading the compiled lane, started once per process: numba's
-    import and the pass's load (0.4 s) overlap the sampling and reading of a file."""
+    import and the pass's load (0.4 s) overlap the sampling and reading of a file. The lane is
+    used once it is ready; a lane that cannot load is named in a warning, never raised."""
 
     def load() -> None:
-        from toolkit.load.sglang import fastlane
-
-        fastlane.warm()
+        try:
+            from toolkit.load.sglang import fastlane
+        except ImportError as e:  # a broken numba install: the plan still types every line
+            warnings.warn(f"ppscope: the compiled log-line pass is unavailable ({e})",
+                          RuntimeWarning, stacklevel=1)  # fmt: skip
+            return
+        if fastlane.ready():
+            _LANE_READY.set()
 
     thread = threading.Thread(target=load, name="ppscope-lane", daemon=True)
     thread.start()

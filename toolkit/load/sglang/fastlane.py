@@ -12,6 +12,7 @@ the two equal on every fixture and on generated lines near each boundary.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from toolkit.load.bytescan import MAX_DECIMAL_DIGITS, POW10
+from toolkit.load.bytescan import MAX_DECIMAL_DIGITS, POW10, loads
 from toolkit.load.bytescan import clock as _clock
 from toolkit.load.bytescan import copy as _copy
 from toolkit.load.bytescan import days_from_civil as _days
@@ -152,11 +153,12 @@ def _scratch(name: str, size: int) -> np.ndarray:
 TEXT_SEPARATOR = "\x1f"  # a taken line is printable ASCII: it holds none
 
 
-def warm() -> None:
-    """Load the compiled pass (from numba's cache, else compile it) with a one-line scan."""
+@functools.cache
+def ready() -> bool:
+    """The compiled pass is loaded (from numba's cache, else compiled): a one-line scan."""
     table = shape_table([])
     assert table is not None
-    scan(b"x\n", 1, "raw", None, table)
+    return loads("log-line", lambda: scan(b"x\n", 1, "raw", None, table))
 
 
 def rows(lane: Lane, first_lineno: int, table: Shapes, schema: pl.Schema, *, wrapper: str,
