@@ -106,6 +106,26 @@ def test_generated_rows_load_the_same_with_the_pass(
     _same(*_both(path))
 
 
+def test_blocks_cycle_through_their_buffers_and_grow_for_a_long_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(smilane, "BLOCK_BYTES", 64)
+    rows = [ROW.format(gpu=i % 8) for i in range(40)]
+    rows[17] = rows[17].replace(", 45 %", ", " + "4" * 300 + " %")  # longer than four blocks
+    path = tmp_path / "smi.csv"
+    path.write_text(HEADER + "\n" + "\n".join(rows) + "\n" + ROW.format(gpu=3))  # no last newline
+    with path.open("rb") as f:
+        f.readline()
+        blocks = [bytes(b) for b in smilane._blocks(f, buffers=2)]  # each copied as it comes
+    assert b"".join(blocks) == path.read_bytes().split(b"\n", 1)[1]
+    assert all(b.endswith(b"\n") for b in blocks[:-1]) and len(blocks) > 8
+    with_pass, alone = _both(path)  # more blocks than buffers, typed two at a time
+    _same(with_pass, alone)
+    assert with_pass.samples.height == 41
+    long_row = with_pass.samples.filter(lineno=19)  # the reader's number, 4.4e299
+    assert long_row.get_column("util_pct").item() > 4e299
+
+
 def test_a_pass_that_does_not_load_is_named_once_and_the_reader_types_the_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

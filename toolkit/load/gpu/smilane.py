@@ -29,9 +29,10 @@ from toolkit.load.bytescan import (
     copy,
     days_from_civil,
     loads,
+    mapped,
     month_days,
     number,
-    starts_with,
+    scratch,
 )
 
 ENABLED = True
@@ -117,9 +118,9 @@ def read(
     with path.open("rb") as f, ThreadPoolExecutor(WORKERS) as pool:
         _skip_lines(f, header_lineno)
         pending: deque[Future[Block]] = deque()
-        for data in _blocks(f):  # at most WORKERS + 1 blocks read ahead
+        for data in _blocks(f, buffers=WORKERS + 2):
             pending.append(pool.submit(_typed_block, data, lane, columns))
-            while len(pending) > WORKERS:
+            while len(pending) > WORKERS:  # so a block's buffer is free when it is read again
                 done.append(pending.popleft().result())
         done += [p.result() for p in pending]
     first = header_lineno + 1  # the number of the block's first line
@@ -157,20 +158,31 @@ def _skip_lines(f: BinaryIO, lines: int) -> None:
             f.seek(start + at + 1)
 
 
-def _blocks(f: BinaryIO) -> Iterator[memoryview]:
-    """The rest of ``f`` in blocks of whole lines (the last may lack its newline). A block
-    ends at its last newline, and the next is read from there: nothing is copied or joined."""
+def _blocks(f: BinaryIO, buffers: int) -> Iterator[memoryview]:
+    """The rest of ``f`` in blocks of whole lines (the last may lack its newline), read into
+    ``buffers`` buffers in turn: a block's bytes are overwritten when the ``buffers``-th block
+    after it is read, so the caller holds fewer blocks than that. A block ends at its last
+    newline, and the next is read from there; a line longer than a buffer is read into one
+    twice as large, once."""
+    ring = [bytearray(BLOCK_BYTES) for _ in range(buffers)]
+    turn = 0
     pos = f.tell()
     size = BLOCK_BYTES
-    while block := f.read(size):
-        if len(block) < size:  # the end of the file
-            yield memoryview(block)
+    while True:
+        buf = ring[turn % buffers] if size == BLOCK_BYTES else bytearray(size)
+        got = f.readinto(buf)
+        if not got:
             return
-        cut = block.rfind(b"\n") + 1
-        if cut == 0:  # a line longer than a block: read again, twice as much
+        view = memoryview(buf)[:got]
+        if got < size:  # the end of the file
+            yield view
+            return
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0:  # no newline yet: read from the same place into twice the size
             size *= 2
         else:
-            yield memoryview(block)[:cut]
+            yield view[:cut]
+            turn += 1
             pos += cut
             size = BLOCK_BYTES
         f.seek(pos)
@@ -195,12 +207,12 @@ def _typed_block(data: bytes | memoryview, lane: Layout, columns: Sequence[str])
     """
     buf = np.frombuffer(data, np.uint8)
     rows = len(data) // lane.shortest + 1  # no more rows fit; untouched pages cost nothing
-    taken = np.empty(rows, np.int64)
-    values = np.empty((len(lane.cells), rows), np.float64)
-    ts_ms = np.empty(rows, np.int64)
-    rest = np.empty(len(data) + 1, np.uint8)
-    rest_lines = np.empty(len(data) + 1, np.int64)
-    text = np.empty(len(data) + 1, np.uint8)  # the text cells of the rows taken
+    taken = mapped(rows, np.int64)
+    values = mapped((len(lane.cells), rows), np.float64)
+    ts_ms = mapped(rows, np.int64)
+    rest = scratch("smi-rest", len(data) + 1)  # copied out below
+    rest_lines = scratch("smi-rest-lines", 8 * (len(data) + 1)).view(np.int64)
+    text = scratch("smi-text", len(data) + 1)  # the text cells of the rows taken
     sizes = np.zeros(5, np.int64)  # taken, rest bytes, rest lines, lines, text bytes
     _pass(buf, lane.cells, lane.units, lane.unit_start, lane.unit_end, taken, values, ts_ms, rest,
           rest_lines, text, sizes)  # fmt: skip
@@ -224,125 +236,123 @@ def _typed_block(data: bytes | memoryview, lane: Layout, columns: Sequence[str])
 
 # ---------------------------------------------------------------------------------------------
 # The compiled pass (primitives in ``toolkit.load.bytescan``): every read is bounded by the
-# line's end; a row that leaves the layout at any byte is left to the CSV reader.
-
-
-@numba.njit(nogil=True, cache=True)
-def _time(buf, q, n, k, ts_ms, last):
-    """``YYYY/MM/DD HH:MM:SS(.mmm)`` at ``q``: where it ends, or -1. ``last`` holds where the
-    last time read starts and its whole seconds: a trace repeats its second for 8 GPUs or more."""
-    if q + 19 > n:
-        return -1
-    if last[0] < 0 or not starts_with(buf, q, n, buf, last[0], last[0] + 19):
-        if buf[q + 4] != 47 or buf[q + 7] != 47 or buf[q + 10] != 32:
-            return -1
-        y, mo, d = number(buf, q, 4), number(buf, q + 5, 2), number(buf, q + 8, 2)
-        secs = clock(buf, q + 11)
-        if y < 1 or not (1 <= mo <= 12) or d < 1 or d > month_days(y, mo) or secs < 0:
-            return -1
-        last[0] = q
-        last[1] = days_from_civil(y, mo, d) * 86400 + secs
-    q += 19
-    ms = 0
-    if q < n and buf[q] == 46:
-        ms = number(buf, q + 1, 3) if q + 4 <= n else -1
-        if ms < 0:
-            return -1
-        q += 4
-    ts_ms[k] = last[1] * 1000 + ms
-    return q
-
-
-@numba.njit(nogil=True, cache=True)
-def _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last, text, at):
-    """Type the row at ``s`` into output row ``k`` (its text cells into ``text`` from ``at[0]``,
-    each followed by a separator): where the line ends, or -1 when the row leaves the layout."""
-    q = s
-    for c in range(len(cells)):
-        if c > 0:
-            if q + 2 > n or buf[q] != 44 or buf[q + 1] != 32:
-                return -1
-            q += 2
-        cell = cells[c]
-        if cell == _TIME:
-            q = _time(buf, q, n, k, ts_ms, last)
-            if q < 0:
-                return -1
-            continue
-        if cell == _TEXT:
-            q = _text(buf, q, n, text, at)
-            if q < 0:
-                return -1
-            continue
-        mantissa, digits, scale = 0, 0, -1  # a plain number (see bytescan)
-        while q < n:
-            b = buf[q]
-            if 48 <= b <= 57:
-                mantissa = mantissa * 10 + (b - 48)
-                digits += 1
-                if scale >= 0:
-                    scale += 1
-            elif b == 46 and cell != _INT and scale < 0 and digits > 0:
-                scale = 0
-            else:
-                break
-            q += 1
-        if digits == 0 or scale == 0 or digits > (9 if cell == _INT else MAX_DECIMAL_DIGITS):
-            return -1  # an Int32 index has at most 9 digits
-        if cell == _UNIT:
-            u0, u1 = unit_start[c], unit_end[c]
-            if q + 1 + u1 - u0 > n or buf[q] != 32:
-                return -1
-            q += 1
-            for j in range(u1 - u0):
-                if buf[q + j] != units[u0 + j]:
-                    return -1
-            q += u1 - u0
-        values[c, k] = mantissa / POW10[max(scale, 0)]
-    return q if q == n or buf[q] == 10 else -1
-
-
-@numba.njit(nogil=True, cache=True)
-def _text(buf, q, n, text, at):
-    """A text cell at ``q`` as the reader keeps it (no space at either end, neither ``[...]``
-    nor ``N/A``, printable ASCII) copied to ``text``: where it ends, or -1."""
-    start = q
-    while q < n and buf[q] != 44 and buf[q] != 10:
-        if buf[q] < 32 or buf[q] > 126:
-            return -1
-        q += 1
-    if q == start or buf[start] == 32 or buf[q - 1] == 32 or buf[start] == 91:
-        return -1
-    if q - start == 3 and buf[start] == 78 and buf[start + 1] == 47 and buf[start + 2] == 65:
-        return -1  # N/A
-    at[0] = copy(buf, start, q, text, at[0])
-    text[at[0]] = 31
-    at[0] += 1
-    return q
+# line's end; a row that leaves the layout at any byte is left to the CSV reader. It is one
+# loop on purpose: written as calls per row and cell that share state through small arrays, it
+# ran at a third of this speed.
 
 
 @numba.njit(nogil=True, cache=True)
 def _pass(buf, cells, units, unit_start, unit_end, taken, values, ts_ms, rest, rest_lines, text,
           sizes):  # fmt: skip
+    """Type the rows it can into rows 0, 1, ... of the outputs (their text cells into
+    ``text``, each followed by a separator, a newline after a row's last), copy the others
+    into ``rest``; ``sizes``: rows taken, bytes of ``rest``, rows left, lines, bytes of
+    ``text``."""
     n = buf.size
-    s = 0
-    k = 0
-    at = 0
-    i = 0
-    left = 0
-    last = np.full(2, -1, np.int64)  # the last time read: where, and its seconds
-    text_at = np.zeros(1, np.int64)  # where the next text cell goes
+    s = k = at = i = left = text_at = 0
+    last_q, last_secs = -1, 0  # the last time read: where, and its seconds (a trace repeats
+    # its second for 8 GPUs or more, so most times are a compare)
     while s < n:
-        row_at = text_at[0]
-        e = _row(buf, s, n, k, cells, units, unit_start, unit_end, values, ts_ms, last, text,
-                 text_at)  # fmt: skip
-        if e >= 0:
+        row_at = text_at
+        q = s
+        ok = True
+        for c in range(cells.size):
+            if c > 0:
+                if q + 2 > n or buf[q] != 44 or buf[q + 1] != 32:
+                    ok = False
+                    break
+                q += 2
+            cell = cells[c]
+            if cell == _TIME:  # YYYY/MM/DD HH:MM:SS(.mmm)
+                if q + 19 > n:
+                    ok = False
+                    break
+                same = last_q >= 0
+                if same:
+                    for j in range(18, -1, -1):  # the seconds differ first
+                        if buf[q + j] != buf[last_q + j]:
+                            same = False
+                            break
+                if not same:
+                    if buf[q + 4] != 47 or buf[q + 7] != 47 or buf[q + 10] != 32:
+                        ok = False
+                        break
+                    y, mo, d = number(buf, q, 4), number(buf, q + 5, 2), number(buf, q + 8, 2)
+                    secs = clock(buf, q + 11)
+                    if y < 1 or not (1 <= mo <= 12) or d < 1 or d > month_days(y, mo) or secs < 0:
+                        ok = False
+                        break
+                    last_q, last_secs = q, days_from_civil(y, mo, d) * 86400 + secs
+                q += 19
+                ms = 0
+                if q < n and buf[q] == 46:
+                    ms = number(buf, q + 1, 3) if q + 4 <= n else -1
+                    if ms < 0:
+                        ok = False
+                        break
+                    q += 4
+                ts_ms[k] = last_secs * 1000 + ms
+                continue
+            if cell == _TEXT:  # as the reader keeps it: no space at either end, printable
+                start = q  # ASCII, neither [...] nor N/A
+                while q < n and buf[q] != 44 and buf[q] != 10:
+                    if buf[q] < 32 or buf[q] > 126:
+                        ok = False
+                        break
+                    q += 1
+                if (
+                    not ok
+                    or q == start
+                    or buf[start] == 32
+                    or buf[q - 1] == 32
+                    or buf[start] == 91
+                    or (q - start == 3 and buf[start] == 78 and buf[start + 1] == 47
+                        and buf[start + 2] == 65)
+                ):  # fmt: skip
+                    ok = False
+                    break
+                text_at = copy(buf, start, q, text, text_at)
+                text[text_at] = 31
+                text_at += 1
+                continue
+            mantissa, digits, scale = 0, 0, -1  # a plain number (see bytescan)
+            while q < n:
+                b = buf[q]
+                if 48 <= b <= 57:
+                    mantissa = mantissa * 10 + (b - 48)
+                    digits += 1
+                    if scale >= 0:
+                        scale += 1
+                elif b == 46 and cell != _INT and scale < 0 and digits > 0:
+                    scale = 0
+                else:
+                    break
+                q += 1
+            if digits == 0 or scale == 0 or digits > (9 if cell == _INT else MAX_DECIMAL_DIGITS):
+                ok = False  # an Int32 index has at most 9 digits
+                break
+            if cell == _UNIT:  # a space, then the column's unit
+                u0, u1 = unit_start[c], unit_end[c]
+                if q + 1 + u1 - u0 > n or buf[q] != 32:
+                    ok = False
+                    break
+                q += 1
+                for j in range(u1 - u0):
+                    if buf[q + j] != units[u0 + j]:
+                        ok = False
+                        break
+                if not ok:
+                    break
+                q += u1 - u0
+            values[c, k] = mantissa / POW10[max(scale, 0)]
+        if ok and (q == n or buf[q] == 10):
             taken[k] = i
             k += 1
-            if text_at[0] > row_at:
-                text[text_at[0] - 1] = 10  # the row's last separator ends its line
+            if text_at > row_at:
+                text[text_at - 1] = 10  # the row's last separator ends its line
+            e = q
         else:
-            text_at[0] = row_at
+            text_at = row_at
             e = s
             while e < n and buf[e] != 10:
                 e += 1
@@ -357,4 +367,4 @@ def _pass(buf, cells, units, unit_start, unit_end, taken, values, ts_ms, rest, r
     sizes[1] = at
     sizes[2] = left
     sizes[3] = i
-    sizes[4] = text_at[0]
+    sizes[4] = text_at

@@ -13,14 +13,13 @@ the two equal on every fixture and on generated lines near each boundary.
 from __future__ import annotations
 
 import functools
-import threading
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 import polars as pl
 
-from toolkit.load.bytescan import MAX_DECIMAL_DIGITS, POW10, loads
+from toolkit.load.bytescan import MAX_DECIMAL_DIGITS, POW10, loads, scratch
 from toolkit.load.bytescan import clock as _clock
 from toolkit.load.bytescan import copy as _copy
 from toolkit.load.bytescan import days_from_civil as _days
@@ -118,8 +117,8 @@ def scan(data: bytes, lines: int, wrapper: str, year: int | None, table: Shapes)
     wrapper_us = np.empty(lines, np.int64)
     ts_ms = np.empty(lines, np.int64)
     values = np.empty((len(table.columns), lines), np.int64)  # a column a shape lacks is masked
-    text = _scratch("text", len(data) + 2 * lines)
-    left = _scratch("left", len(data) + 1)
+    text = scratch("text", len(data) + 2 * lines)
+    left = scratch("left", len(data) + 1)
     left_line = np.empty(lines, np.int64)
     sizes = np.zeros(3, np.int64)  # lines taken, bytes of text, bytes left
     _scan(
@@ -134,20 +133,6 @@ def scan(data: bytes, lines: int, wrapper: str, year: int | None, table: Shapes)
         line[:n], kind[:n], shape[:n], wrapper_us[:n], ts_ms[:n], values[:, :n],
         text[:n_text].tobytes(), left[:n_left].tobytes(), left_line[: lines - n],
     )  # fmt: skip
-
-
-_THREAD = threading.local()
-
-
-def _scratch(name: str, size: int) -> np.ndarray:
-    """A byte buffer of this thread's, kept for its next chunk: the pass writes a chunk's
-    worth of bytes, and fresh pages for them cost a fifth of the pass. What is written there
-    is copied out (``tobytes``) before the thread's next scan."""
-    buf = getattr(_THREAD, name, None)
-    if buf is None or buf.size < size:
-        buf = np.empty(size, np.uint8)
-        setattr(_THREAD, name, buf)
-    return buf[:size]
 
 
 TEXT_SEPARATOR = "\x1f"  # a taken line is printable ASCII: it holds none
