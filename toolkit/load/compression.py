@@ -187,6 +187,16 @@ class Stream:
             return head + self._file.read(n - len(head)) if len(head) < n else head
         return self._decoded(n)
 
+    def readinto(self, buf: memoryview) -> int:
+        """Fill ``buf``: the bytes read, fewer only at the end of the stream."""
+        if self.codec is not None:
+            data = self._decoded(len(buf))
+            buf[: len(data)] = data
+            return len(data)
+        head, self._out = self._out[: len(buf)], self._out[len(buf) :]
+        buf[: len(head)] = head
+        return len(head) + (self._file.readinto(buf[len(head) :]) or 0)
+
     def _decoded(self, n: int) -> bytes:
         parts = [self._out[:n]]
         self._out = self._out[n:]

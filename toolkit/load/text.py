@@ -13,6 +13,7 @@ chunk.
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -157,7 +158,7 @@ class Chunk:
     """
 
     index: int
-    data: bytes
+    data: bytes | bytearray
     lines: int
     long: dict[int, int]
 
@@ -196,6 +197,15 @@ class _Source:
         head, self._pending = self._pending[:n], self._pending[n:]
         return head + self._stream.read(n - len(head)) if len(head) < n else head
 
+    def readinto(self, buf: bytearray) -> int:
+        """Fill ``buf``: the bytes read, fewer only at the end of the stream."""
+        head, self._pending = self._pending[: len(buf)], self._pending[len(buf) :]
+        buf[: len(head)] = head
+        if len(head) == len(buf):
+            return len(head)
+        with memoryview(buf) as view:
+            return len(head) + self._stream.readinto(view[len(head) :])
+
 
 def chunk_count(size: int, chunk_bytes: int) -> int:
     """How many nominal chunks a plain file of ``size`` bytes has (some may hold no line)."""
@@ -221,7 +231,12 @@ def read_chunk(path: Path, index: int, chunk_bytes: int, cap: int = LINE_CAP) ->
 
 
 def iter_chunks(
-    path: Path, chunk_bytes: int, cap: int = LINE_CAP, problems: list[str] | None = None
+    path: Path,
+    chunk_bytes: int,
+    cap: int = LINE_CAP,
+    problems: list[str] | None = None,
+    *,
+    buffers: int = 0,
 ) -> Iterator[Chunk]:
     """Every chunk of a file in order, in one pass (plain or decompressed on the fly).
 
@@ -229,12 +244,20 @@ def iter_chunks(
     (decompressed) file, so a plain file's chunks equal those ``read_chunk`` reads one by one;
     a chunk no line starts in is skipped. A cut or corrupt compressed stream yields the lines
     before the damage and appends the reason to ``problems``.
+
+    With ``buffers``, chunks are read into that many buffers in turn (``data`` is then a
+    ``bytearray``): fresh pages for every chunk cost more than reading it. A chunk's bytes are
+    overwritten by the ``buffers``-th chunk after it, so the caller holds fewer chunks than
+    that, and no view of one it has let go.
     """
+    ring = [bytearray(chunk_bytes + _TAIL_BLOCK) for _ in range(buffers)]
     with _Source(path) as src:
         pos = 0
-        while True:
+        for turn in itertools.count():
             index = pos // chunk_bytes
-            chunk, consumed = _read_lines(src, index, (index + 1) * chunk_bytes - pos, cap)
+            into = ring[turn % buffers] if ring else None
+            budget = (index + 1) * chunk_bytes - pos
+            chunk, consumed = _read_lines(src, index, budget, cap, into)
             if chunk is None:
                 break
             pos += consumed
@@ -255,30 +278,51 @@ def _skip_line(src: _Source) -> int | None:
     return None
 
 
-def _read_lines(src: _Source, index: int, budget: int, cap: int) -> tuple[Chunk | None, int]:
-    """The lines that start in the next ``budget`` bytes, and the bytes consumed.
+def _read_lines(
+    src: _Source, index: int, budget: int, cap: int, into: bytearray | None = None
+) -> tuple[Chunk | None, int]:
+    """The lines that start in the next ``budget`` bytes, and the bytes consumed; read into
+    ``into`` when given (its size is set to the chunk's).
 
     The chunk's bytes are copied once at most, and its newlines counted without the GIL, so
     the reading thread does not hold up the threads that type the chunks before it.
     """
-    body = src.read(budget)
+    if into is None:
+        body: bytes | bytearray = src.read(budget)
+    else:
+        _resize(into, budget)
+        _resize(into, src.readinto(into))
+        body = into
     if not body:
         return None, 0
     consumed = len(body)
     cut = len(body) if body.endswith(b"\n") else body.rfind(b"\n") + 1
-    whole = memoryview(body)[:cut]
     capped, long = _cap_lines(body, cap, cut)
-    lines = int(np.count_nonzero(np.frombuffer(whole, np.uint8) == 10))
-    parts: list[bytes | memoryview] = [capped if long else whole]
+    lines = int(np.count_nonzero(np.frombuffer(body, np.uint8, cut) == 10))
+    tail: list[bytes] = []
     if cut < len(body):  # the last line runs past the budget: read to its end, up to cap
-        kept, length, extra = _finish_line(src, body[cut:], cap)
+        kept, length, extra = _finish_line(src, bytes(body[cut:]), cap)
         consumed += extra
         lines += 1
         if length > cap:
             long[lines] = length
-        parts += [kept, b"\n"]
-    data = body if len(parts) == 1 and not long else b"".join(parts)
+        tail = [kept, b"\n"]
+    if long or into is None:
+        whole = capped if long else memoryview(body)[:cut]
+        data: bytes | bytearray = b"".join([whole, *tail]) if tail or long else body
+    else:  # the chunk's lines are the buffer's: its last line's end goes in after them
+        _resize(into, cut)
+        into += b"".join(tail)
+        data = into
     return Chunk(index, data, lines, long), consumed
+
+
+def _resize(buf: bytearray, size: int) -> None:
+    """Set ``buf``'s size; within what it holds already, nothing is allocated or copied."""
+    if size < len(buf):
+        del buf[size:]
+    elif size > len(buf):
+        buf += bytes(size - len(buf))
 
 
 def _finish_line(src: _Source, head: bytes, cap: int) -> tuple[bytes, int, int]:
@@ -349,7 +393,7 @@ def chunk_frame(chunk: Chunk, first_lineno: int) -> pl.DataFrame:
     separator = next((c for c in _SEPARATORS if c not in chunk.data), None)
     if separator is not None and not chunk.data.startswith(_COMPRESSED):
         opts = _csv_options(separator.decode()) | {"row_index_offset": first_lineno}
-        df = pl.read_csv(chunk.data, **opts)
+        df = pl.read_csv(bytes(chunk.data), **opts)
         if df.height == chunk.lines:
             return df.with_columns(pl.col("lineno").cast(pl.Int64))
     pieces = chunk.data.split(b"\n")[: chunk.lines]  # binary data: split lines in Python

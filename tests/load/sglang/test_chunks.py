@@ -3,6 +3,7 @@ long, is held whole or takes more than linear time."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import polars as pl
@@ -105,6 +106,24 @@ def test_chunks_read_alone_equal_chunks_read_in_one_pass(tmp_path: Path) -> None
     assert one_pass == alone
     assert sum(c.lines for c in one_pass) == 500
     assert [n for c in one_pass for n in c.long.values()] == [5000]
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_chunks_read_into_reused_buffers_equal_fresh_ones(tmp_path: Path, suffix: str) -> None:
+    lines = [f"line {i} " + "x" * (i * 37 % 300) for i in range(500)]
+    lines[100] = "y" * 5000  # longer than the cap below
+    lines[200] = "z" * 1500  # longer than a chunk, under the cap
+    text = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / f"a.log{suffix}"
+    path.write_bytes(gzip.compress(text) if suffix else text)
+    fresh = list(lines_io.iter_chunks(path, 1000, cap=2048))
+    reused = [  # each copied as it comes: its buffer is read into again two chunks later
+        lines_io.Chunk(c.index, bytes(c.data), c.lines, c.long)
+        for c in lines_io.iter_chunks(path, 1000, cap=2048, buffers=2)
+    ]
+    assert reused == fresh and len(fresh) > 50
+    assert sum(c.lines for c in reused) == 500
+    assert [n for c in reused for n in c.long.values()] == [5000]
 
 
 def test_two_files_of_one_name_without_cache(tmp_path: Path) -> None:

@@ -196,7 +196,8 @@ def build_store(
     """Type ``path`` into pieces in ``out`` and write the manifest last; returns it.
 
     One thread reads chunks in order; ``workers`` threads type them (polars releases the
-    GIL). At most ``workers + 1`` chunks are in memory at once.
+    GIL). At most ``workers + 1`` chunks are in memory at once, read into ``workers + 2``
+    buffers in turn.
     """
     lane_loading()
     job = file_job(path)
@@ -205,7 +206,9 @@ def build_store(
     with ThreadPoolExecutor(workers) as pool:
         pending: deque[Future[dict[str, Any]]] = deque()
         lineno = 1
-        for chunk in lines_io.iter_chunks(path, chunk_bytes, problems=problems):
+        # a chunk's buffer is read again ``workers + 2`` chunks later: by then it is typed
+        chunks = lines_io.iter_chunks(path, chunk_bytes, problems=problems, buffers=workers + 2)
+        for chunk in chunks:
             pending.append(pool.submit(type_chunk, job, chunk, lineno, out))
             lineno += chunk.lines
             while len(pending) > workers:
