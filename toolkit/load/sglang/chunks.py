@@ -111,7 +111,6 @@ def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataF
     Until the lane is loaded (``lane_loading``), or where it cannot be, the plan types whole
     chunks: the same rows.
     """
-    ansi = b"\x1b" in chunk.data
     table = None
     if _LANE_READY.is_set():
         from toolkit.load.sglang import fastlane  # numba: imported by the loading thread
@@ -120,9 +119,10 @@ def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataF
             table = fastlane.shape_table(list(job.shapes))
     if table is None:
         frame = lines_io.chunk_frame(chunk, first_lineno)
-        return _refined(job.plan(frame.lazy(), ansi=ansi).collect())
+        return _refined(job.plan(frame.lazy(), ansi=b"\x1b" in chunk.data).collect())
     lane = fastlane.scan(chunk.data, chunk.lines, job.wrapper, job.year, table)
     frame = lines_io.lines_frame(lane.left, lane.left_line + first_lineno)
+    ansi = b"\x1b" in lane.left  # a line holding one is never taken
     slow = _refined(job.plan(frame.lazy(), ansi=ansi).collect())  # the lane takes none to refine
     if not lane.line.size:
         return slow
