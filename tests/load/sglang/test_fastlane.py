@@ -47,10 +47,10 @@ def _both(job: Job, data: bytes) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     table = fastlane.shape_table(list(job.shapes))
     assert table is not None
     taken = fastlane.scan(data, chunk.lines, job.wrapper, job.year, table).line.size
-    with_lane = chunks._typed_lines(job, chunk, 1)
+    with_lane = chunks._typed_lines(job, chunk, 1)[0]
     fastlane.ENABLED = False
     try:
-        alone = chunks._typed_lines(job, chunk, 1)
+        alone = chunks._typed_lines(job, chunk, 1)[0]
     finally:
         fastlane.ENABLED = True
     return with_lane, alone, taken

@@ -77,13 +77,16 @@ def _compressed_head(path: Path) -> list[str]:
 def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) -> dict[str, Any]:
     """Type one chunk, write ``part-NNNNN.parquet`` (and ``fix-NNNNN.parquet`` for batch lines
     the fast plan left unresolved) into ``out``; return the piece's facts for the manifest."""
-    typed = _typed_lines(job, chunk, first_lineno)
-    typed = typed.with_columns(line_bytes=pl.lit(None, pl.Int64))
+    typed, planned = (
+        frame.with_columns(line_bytes=pl.lit(None, pl.Int64))
+        for frame in _typed_lines(job, chunk, first_lineno)
+    )
     if chunk.long:
         typed = _mark_long(typed, chunk.long, first_lineno)
+        planned = _mark_long(planned, chunk.long, first_lineno)
     pending = typed.filter(pl.col("unresolved"))
     fix = _fixups(pending) if pending.height or chunk.index == 0 else None
-    stats = _stats(typed)
+    stats = _stats(typed, planned)
     name = f"part-{chunk.index:05d}.parquet"
     if chunk.index:  # the first piece holds every column: it gives the store's schema
         typed = typed.select(c.name for c in typed.iter_columns() if c.null_count() < c.len())
@@ -105,8 +108,11 @@ def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) ->
     }
 
 
-def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataFrame:
-    """Every line of the chunk typed, in line order: the fast lane's lines and the plan's.
+def _typed_lines(
+    job: Job, chunk: lines_io.Chunk, first_lineno: int
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Every line of the chunk typed, in line order: the fast lane's lines and the plan's;
+    and the plan's alone (the lane takes only printable ASCII).
 
     Until the lane is loaded (``lane_loading``), or where it cannot be, the plan types whole
     chunks: the same rows.
@@ -119,16 +125,17 @@ def _typed_lines(job: Job, chunk: lines_io.Chunk, first_lineno: int) -> pl.DataF
             table = fastlane.shape_table(list(job.shapes))
     if table is None:
         frame = lines_io.chunk_frame(chunk, first_lineno)
-        return _refined(job.plan(frame.lazy(), ansi=b"\x1b" in chunk.data).collect())
+        typed = _refined(job.plan(frame.lazy(), ansi=b"\x1b" in chunk.data).collect())
+        return typed, typed
     lane = fastlane.scan(chunk.data, chunk.lines, job.wrapper, job.year, table)
     frame = lines_io.lines_frame(lane.left, lane.left_line + first_lineno)
     ansi = b"\x1b" in lane.left  # a line holding one is never taken
     slow = _refined(job.plan(frame.lazy(), ansi=ansi).collect())  # the lane takes none to refine
     if not lane.line.size:
-        return slow
+        return slow, slow
     fast = fastlane.rows(lane, first_lineno, table, slow.schema, wrapper=job.wrapper, year=job.year)
     del lane  # its buffers are as large as the chunk
-    return pl.concat([fast, slow]).sort("lineno")  # a third of the time of merge_sorted
+    return pl.concat([fast, slow]).sort("lineno"), slow  # a third of merge_sorted's time
 
 
 _LANE_READY = threading.Event()
@@ -232,8 +239,9 @@ def _mark_long(typed: pl.DataFrame, long: dict[int, int], first_lineno: int) -> 
     ).drop("_bytes")
 
 
-def _stats(typed: pl.DataFrame) -> dict[str, Any]:
-    """Counts per kind, odd and undated lines, clock offsets, distinct ranks and headers."""
+def _stats(typed: pl.DataFrame, planned: pl.DataFrame) -> dict[str, Any]:
+    """Counts per kind, odd and undated lines, clock offsets, distinct ranks and headers;
+    control characters are looked for in the lines the plan typed (``planned``)."""
     kind = pl.col("kind")
     offset = (pl.col("ts").cast(pl.Datetime("us")) - pl.col("wrapper_ts")).dt.total_seconds()
     step = _OFFSET_STEP_S
@@ -248,13 +256,13 @@ def _stats(typed: pl.DataFrame) -> dict[str, Any]:
         ranks=pl.col("ranks").drop_nulls().unique().implode(),
         headers=pl.col("header").drop_nulls().unique().implode(),
         odd=pl.col("odd").sum(),
-        odd_text=pl.col("message").filter(plain).str.contains(ODD_TEXT).sum(),
         offsets=((offset / step).round() * step).drop_nulls().alias("o").value_counts().implode(),
         counts=kind.value_counts().implode(),
     ).row(0, named=True)
+    odd_text = planned.select(pl.col("message").filter(plain).str.contains(ODD_TEXT).sum()).item()
     return {
         "counts": {c["kind"]: int(c["count"]) for c in row["counts"]},
-        "unreadable": int(row["odd"] or 0) + int(row["odd_text"] or 0),
+        "unreadable": int(row["odd"] or 0) + int(odd_text or 0),
         "undated": int(row["undated"] or 0),
         "offsets": sorted((float(o["o"]), int(o["count"])) for o in row["offsets"]),
         "ranks": sorted(row["ranks"]),
