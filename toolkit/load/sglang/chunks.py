@@ -14,6 +14,7 @@ import functools
 import hashlib
 import re
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,10 +115,11 @@ def _typed_lines(
     """Every line of the chunk typed, in line order: the fast lane's lines and the plan's;
     and the plan's alone (the lane takes only printable ASCII).
 
-    Until the lane is loaded (``lane_loading``), or where it cannot be, the plan types whole
-    chunks: the same rows.
+    Chunks wait for the lane to load (``lane_loading``) up to ``LANE_WAIT_S`` after it starts;
+    until then, or where it cannot be, the plan types whole chunks: the same rows.
     """
     table = None
+    _wait_for_lane()
     if _LANE_READY.is_set():
         from toolkit.load.sglang import fastlane  # numba: imported by the loading thread
 
@@ -139,13 +141,18 @@ def _typed_lines(
 
 
 _LANE_READY = threading.Event()
+LANE_WAIT_S = 1.0
+"""How long after its loading starts chunks wait for the lane: it loads from numba's cache in
+about 0.4 s, and a chunk the plan types alone takes three times a lane chunk's time. Its first
+compile (about 10 s) is not waited for."""
+_lane_deadline = 0.0
 
 
 @functools.cache
 def lane_loading() -> threading.Thread:
     """A thread importing and loading the compiled lane, started once per process: numba's
-    import and the pass's load (0.4 s) overlap the sampling and reading of a file. The lane is
-    used once it is ready; a lane that cannot load is named in a warning, never raised."""
+    import and the pass's load (0.4 s) overlap the sampling and reading of a file. A lane that
+    cannot load is named in a warning, never raised."""
 
     def load() -> None:
         try:
@@ -157,9 +164,15 @@ def lane_loading() -> threading.Thread:
         if fastlane.ready():
             _LANE_READY.set()
 
+    global _lane_deadline
+    _lane_deadline = time.monotonic() + LANE_WAIT_S
     thread = threading.Thread(target=load, name="ppscope-lane", daemon=True)
     thread.start()
     return thread
+
+
+def _wait_for_lane() -> None:
+    lane_loading().join(max(0.0, _lane_deadline - time.monotonic()))
 
 
 def empty_chunk() -> lines_io.Chunk:
