@@ -38,8 +38,8 @@ def scratch(name: str, size: int) -> np.ndarray:
 
 
 def mapped(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
-    """An array (zeroed, not to be relied on) on pages mapped for it alone, for outputs
-    polars keeps without a copy.
+    """An array on pages mapped for it alone (uninitialized as far as callers know), for
+    outputs polars keeps without a copy.
 
     numpy asks for transparent huge pages for arrays of 4 MiB or more, and where the kernel's
     THP ``defrag`` setting is ``madvise`` a fault there may compact memory first: a load

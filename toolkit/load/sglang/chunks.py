@@ -78,10 +78,8 @@ def _compressed_head(path: Path) -> list[str]:
 def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) -> dict[str, Any]:
     """Type one chunk, write ``part-NNNNN.parquet`` (and ``fix-NNNNN.parquet`` for batch lines
     the fast plan left unresolved) into ``out``; return the piece's facts for the manifest."""
-    typed, planned = (
-        frame.with_columns(line_bytes=pl.lit(None, pl.Int64))
-        for frame in _typed_lines(job, chunk, first_lineno)
-    )
+    typed, planned = _typed_lines(job, chunk, first_lineno)
+    typed = typed.with_columns(line_bytes=pl.lit(None, pl.Int64))
     if chunk.long:
         typed = _mark_long(typed, chunk.long, first_lineno)
         planned = _mark_long(planned, chunk.long, first_lineno)
