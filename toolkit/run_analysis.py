@@ -33,6 +33,7 @@ from toolkit.analyze.model.admission import replay_model
 from toolkit.analyze.model.catalog import ModelIdentity, model_spec
 from toolkit.analyze.model.fit import fit_none
 from toolkit.analyze.model.machine import MachineIdentity, prior
+from toolkit.analyze.model.ranges import ROUTING_SKEW, Variant, plausible_fit, variants
 from toolkit.analyze.model.spec import ModelSpec
 from toolkit.analyze.observed_points import observed_points
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
@@ -408,25 +409,84 @@ class RunAnalysis:
         return MachineIdentity(gpu, gpu_from, count, link, link_from if link else None)
 
     @cached_property
+    def fit_points(self) -> pl.DataFrame:
+        """The observed points the serving model is calibrated on: this run's and those of the
+        peers that served the same model on the same kind of machine."""
+        group = [self, *(p for p in self.peers if self.shares_machine(p))]
+        frames = [ctx.observed for ctx in group if ctx.observed.height]
+        return pl.concat(frames) if frames else observed_frame([])
+
+    @cached_property
     def fit(self) -> Fit | None:
         """The serving model calibrated for this run, None when the model is unknown.
 
         The starting costs come from the machine (``machine.prior``); the single-stream points
         of this run and of the peers that served the same model on the same kind of machine
-        calibrate them (``Fit.sources`` says which were fitted). Runs on other machines or of
-        other models never change this run's fit.
+        (``fit_points``), and the highest load of such peers without PP
+        (``calibrating_peers``), calibrate them (``Fit.sources`` says which were fitted). A
+        fitted link
+        cost beyond its plausible range is rejected (``ranges.plausible_fit``). Runs on other
+        machines or of other models never change this run's fit.
         """
         spec = self.model.spec
         if spec is None:
             return None
         hardware, sources = prior(self.machine)
-        group = [self, *(p for p in self.peers if self.shares_machine(p))]
-        frames = [ctx.observed for ctx in group if ctx.observed.height]
-        points = pl.concat(frames) if frames else observed_frame([])
         try:
-            return fit(points, model=spec, prior=hardware, prior_sources=sources)
+            found = fit(
+                self.fit_points,
+                model=spec,
+                prior=hardware,
+                prior_sources=sources,
+                high_load=self.calibrating_peers,
+            )
         except (ToolkitError, ZeroDivisionError, ValueError):
             return fit_none(spec, hardware, sources)
+        return plausible_fit(found, self.machine, hardware, sources)
+
+    @cached_property
+    def model_variants(self) -> list[Variant]:
+        """The serving model with each assumed constant at each end of its plausible range,
+        refitted on ``fit_points`` (``ranges.variants``); empty when the model is unknown."""
+        if self.fit is None:
+            return []
+        _, sources = prior(self.machine)
+        return variants(
+            self.fit, self.machine, self.fit_points, sources, high_load=self.calibrating_peers
+        )
+
+    @property
+    def calibrating_peers(self) -> tuple[str, ...]:
+        """Labels of the peers without PP that served the same model on the same kind of
+        machine: their highest load calibrates the HBM bandwidth too (a TP step reads every
+        weight at a batch size the single-stream points do not reach). A run's own high load
+        never calibrates its own model, so a fault there cannot hide in the fit."""
+        return tuple(
+            p.label
+            for p in self.peers
+            if p.pp == 1 and self.shares_machine(p) and p.label != self.label
+        )
+
+    def constants(self) -> dict[str, str]:
+        """Every constant the serving model of this run rests on and where it came from:
+        fitted, table or assumed (``Fit.sources``), the routing (effective experts) and the
+        context length."""
+        if self.fit is None:
+            return {}
+        out = dict(self.fit.sources)
+        spec = self.fit.params.model
+        if spec.experts > spec.top_k > 0:
+            out["e_eff"] = (
+                f"assumed: uniform routing, {spec.e_eff:.0f} of {spec.experts} experts reachable "
+                f"(varied down to {ROUTING_SKEW:.0%} for the ranges)"
+            )
+        context = self.facts.get("context_len")
+        out["context_len"] = (
+            f"log: {context}"
+            if isinstance(context, int)
+            else f"{self.model.source}: {spec.context_len}"
+        )
+        return out
 
     def identity(self) -> dict[str, Any]:
         """What the diagnosis of this run rests on, and where each part came from: the layout,
@@ -444,7 +504,7 @@ class RunAnalysis:
             },
             "model": self.model.to_dict(),
             "hardware": self.machine.to_dict(),
-            "constants": dict(self.fit.sources) if self.fit is not None else None,
+            "constants": self.constants() if self.fit is not None else None,
         }
 
     def shares_machine(self, other: RunAnalysis) -> bool:
@@ -467,15 +527,19 @@ class RunAnalysis:
         concurrency: int,
         input_len: float | None = None,
         output_len: float | None = None,
+        *,
+        params: Params | None = None,
     ) -> float | None:
-        """The serving model's decode tok/s for ``layout`` at ``concurrency``; None when the
-        model is unknown or the prediction fails."""
-        if self.params is None:
+        """The serving model's decode tok/s for ``layout`` at ``concurrency`` (under
+        ``params``, by default the run's fit); None when the model is unknown or the
+        prediction fails."""
+        params = params or self.params
+        if params is None:
             return None
         isl = _length(input_len, 1000)
         osl = _length(output_len, isl)
         try:
-            tok_s = predict(layout, Workload(max(int(concurrency), 1), isl, osl), self.params).tok_s
+            tok_s = predict(layout, Workload(max(int(concurrency), 1), isl, osl), params).tok_s
         except (ToolkitError, ZeroDivisionError, ValueError):
             return None
         return tok_s if math.isfinite(tok_s) and tok_s > 0 else None

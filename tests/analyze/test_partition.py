@@ -16,7 +16,7 @@ import pytest
 from helpers import TEST_DATA
 
 from toolkit.analyze.partition import STAGE_MEMORY, measured_partition
-from toolkit.diagnose.stages import split_source
+from toolkit.diagnose.imbalance import split_source
 from toolkit.run_analysis import RunAnalysis
 
 _spec = importlib.util.spec_from_file_location(

@@ -32,6 +32,7 @@ __all__ = [
     "elasticity",
     "graph_effect",
     "prefill_effect",
+    "prefill_loss",
     "round_at",
     "trip_curve",
 ]
@@ -64,6 +65,7 @@ class GraphEffect:
     evidence: pl.DataFrame  # per (phase, batch, cuda_graph): lines, tokens, step_ms, role
     reference: str = ""  # the graph steps the slowdown rests on, in words
     bounded: bool = False  # read against one graph batch size: the slowdown is a lower bound
+    slowdown_spread: tuple[float, float] | None = None  # quartiles of the lines' slowdowns
 
 
 MIN_LEVEL_LINES = 2
@@ -154,6 +156,9 @@ def graph_effect(decode: pl.DataFrame, *, bound_phases: Collection[int] = ()) ->
             used |= {(p, b) for p, b in ref.select("phase", "batch").iter_rows()}
             words.append(_compared(phase, ref, xs, lines["batch"].drop_nulls().to_list()))
     slowdown = max(1.0, _median(ratios)) if ratios else None
+    spread = (
+        (max(1.0, _quantile(ratios, 0.25)), max(1.0, _quantile(ratios, 0.75))) if ratios else None
+    )
     evidence = (
         df.group_by("phase", "batch", "cuda_graph")
         .agg(
@@ -179,6 +184,7 @@ def graph_effect(decode: pl.DataFrame, *, bound_phases: Collection[int] = ()) ->
         evidence,
         "; ".join(words),
         bounded,
+        spread,
     )
 
 
@@ -249,6 +255,15 @@ def _median_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float
     return _median([y - slope * x for x, y in zip(xs, ys, strict=True)]), slope
 
 
+def _quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` by linear interpolation between order statistics."""
+    s = sorted(values)
+    at = q * (len(s) - 1)
+    lo = math.floor(at)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (at - lo)
+
+
 def _median(values: Sequence[float]) -> float:
     s = sorted(values)
     mid = len(s) // 2
@@ -315,6 +330,9 @@ def prefill_effect(decode: pl.DataFrame, prefill: pl.DataFrame) -> PrefillEffect
             rate_without=pl.col("rate_without").first(),
             time_with_s=pl.col("window_s").filter(pl.col("with_prefill")).sum(),
             time_s=pl.col("window_s").sum(),
+            tokens_with=(pl.col("gen_tok_s") * pl.col("window_s"))
+            .filter(pl.col("with_prefill"))
+            .sum(),
             lost=lost.sum(),
             possible=(pl.col("rate_without") * pl.col("window_s")).sum(),
         )
@@ -328,10 +346,21 @@ def prefill_effect(decode: pl.DataFrame, prefill: pl.DataFrame) -> PrefillEffect
     rate_with = float(df.filter(pl.col("with_prefill"))["gen_tok_s"].median() or 0.0)
     rate_without = float(df.filter(~pl.col("with_prefill"))["gen_tok_s"].median() or 0.0)
     evidence = per_phase.with_columns(
-        pl.col("rate_with", "rate_without", "time_with_s", "time_s").round(1),
+        pl.col("rate_with", "rate_without", "time_with_s", "time_s", "tokens_with").round(1),
         loss=(pl.col("lost") / pl.col("possible")).round(3),
     ).drop("lost", "possible")
     return PrefillEffect(loss, with_share, rate_with, rate_without, evidence)
+
+
+def prefill_loss(row: Mapping[str, float], scale: float = 1.0) -> float:
+    """One phase's prefill loss (a ``PrefillEffect.evidence`` row) with its windows' rate
+    without prefill scaled by ``scale``: the decode tokens the prefill windows lack, over
+    what the phase would generate at that rate (clipped to [0, 1])."""
+    rate = row["rate_without"] * scale
+    if rate <= 0 or row["time_s"] <= 0:
+        return 0.0
+    lost = rate * row["time_with_s"] - row["tokens_with"]
+    return min(1.0, max(0.0, lost / (rate * row["time_s"])))
 
 
 @dataclass(frozen=True)

@@ -36,18 +36,15 @@ from toolkit.diagnose.coherence import input_mismatch
 from toolkit.diagnose.config import config_not_applied
 from toolkit.diagnose.cudagraph import cuda_graph_miss
 from toolkit.diagnose.finding import SEVERITIES, Finding, severity_of
+from toolkit.diagnose.imbalance import stage_imbalance
 from toolkit.diagnose.inputs import skipped
 from toolkit.diagnose.kv import kv_cache_pressure
 from toolkit.diagnose.measured_stages import with_measured_stages
+from toolkit.diagnose.packing import pp_underfilled_slots
 from toolkit.diagnose.processes import foreign_gpu_process
 from toolkit.diagnose.residual import unexplained_slowdown
-from toolkit.diagnose.slots import pp_empty_async_slots, pp_low_concurrency, pp_underfilled_slots
-from toolkit.diagnose.stages import (
-    gpu_idle_bubbles,
-    pp_lockstep_logging,
-    stage_desync,
-    stage_imbalance,
-)
+from toolkit.diagnose.slots import pp_empty_async_slots, pp_low_concurrency
+from toolkit.diagnose.stages import gpu_idle_bubbles, pp_lockstep_logging, stage_desync
 from toolkit.diagnose.throughput import prefill_interference, scaling_collapse
 from toolkit.load.run import Run
 from toolkit.run_analysis import RunAnalysis

@@ -25,9 +25,18 @@ from toolkit.analyze.effects import elasticity, round_at
 from toolkit.analyze.model.admission import admission, occupancy_shape
 from toolkit.analyze.model.spec import Workload
 from toolkit.analyze.stages import reference_lines
-from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.finding import Finding
+from toolkit.diagnose.noise import model_range, throughput_noise
+from toolkit.diagnose.sizing import Sizing, ratio, spread
+from toolkit.diagnose.sizing import share as share_sized
 from toolkit.diagnose.slots import measured_round
-from toolkit.diagnose.thresholds import KV_FULL, MODEL_AGREEMENT, NEAR_CAP, QUEUED_SHARE
+from toolkit.diagnose.thresholds import (
+    ASSUMED_ELASTICITY,
+    KV_FULL,
+    MODEL_AGREEMENT,
+    NEAR_CAP,
+    QUEUED_SHARE,
+)
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
@@ -130,72 +139,120 @@ def _relaxed(ctx: RunAnalysis, limit: str, offered: int) -> dict[str, Any]:
 
 def queued_cost(
     ctx: RunAnalysis, running: float, offered: int, relaxed: dict[str, Any], phase: int
-) -> tuple[float | None, str | None, str]:
-    """Share of throughput lost because only ``running`` of ``offered`` requests ran, its basis,
-    and a sentence saying how it was sized.
+) -> tuple[Sizing, str]:
+    """What running all ``offered`` requests instead of ``running`` recovers, sized, and a
+    sentence saying how.
 
     Measured when the run's own sweep shows how throughput grows with load below the offered
-    one (elasticity ``e``: cost ``1 − (running/offered)^e``), or when another phase of the run
-    measured the round at the micro-batch size all ``offered`` would run at (``_from_rounds``);
-    else the serving model with the limit relaxed (``relaxed`` layout changes), when it
-    reproduces the phase's measured throughput within ``MODEL_AGREEMENT``; else assumed to
-    grow in proportion, which bounds the decode cost of a round that does not grow with the
-    batch (prefill stalls the cap causes are not counted).
+    one (elasticity ``e``: cost ``1 − (running/offered)^e``, ``e`` bounded by the noise of the
+    two loads it comes from), or when another phase of the run measured the round at the
+    micro-batch size all ``offered`` would run at (``_from_rounds``); else the serving model
+    with the limit relaxed (``relaxed`` layout changes), when it reproduces the phase's
+    measured throughput within ``MODEL_AGREEMENT``, under every plausible variant of its
+    assumed constants; else assumed to grow between the square root of the load and in
+    proportion to it (a decode round reads its weights once, so a bigger batch costs less
+    than its size; prefill stalls the cap causes are not counted).
     """
     share = min(1.0, max(running, 1.0) / max(offered, 1))
+    where = f"at {offered} requests"
+    noise, noise_words = throughput_noise(ctx, phase)
     e = elasticity(ctx.throughput_curve, offered)
     if e is not None:
-        impact = 1 - share**e
-        return (
-            impact,
-            "measured",
-            (
-                f" This run's sweep grows ×{2**e:.2f} per doubling of load below {offered} "
-                f"requests, so all {offered} running would deliver ≈{1 / (1 - impact):.2f}× "
-                f"the throughput (−{impact:.0%} as capped)."
-            ),
+        low_e, high_e = _elasticity_range(ctx, offered, noise)
+        sized = spread(
+            1 - share**e,
+            [1 - share**low_e, 1 - share**high_e],
+            basis="measured",
+            where=where,
+            rests_on=(f"sweep elasticity {low_e:.2f}–{high_e:.2f}", noise_words),
+        )
+        return sized, (
+            f" This run's sweep grows ×{2**e:.2f} per doubling of load below {offered} "
+            f"requests, so all {offered} running would deliver ≈{1 / (1 - sized.impact):.2f}× "
+            f"the throughput: the cap costs {sized.words()}."
         )
     span = ctx.phase(phase)
     isl, osl = span.get("input_len"), span.get("output_len")
     grown = _from_rounds(ctx, offered, relaxed, phase)
     if grown is not None:
-        return grown[0], "measured", grown[1]
+        now, free, text = grown
+        sized_rounds = ratio(
+            now,
+            free,
+            basis="measured",
+            where=where,
+            now_noise=noise,
+            after_noise=noise,
+            rests_on=(noise_words, "rounds this run measured at that micro-batch size"),
+        )
+        if sized_rounds is not None:
+            return sized_rounds, text + f" The cap costs {sized_rounds.words()}."
+    seen = _measured_tok_s(ctx, phase)
+
+    def modelled(params: Any) -> float | None:
+        now = ctx.model_tok_s(ctx.layout, max(round(running), 1), isl, osl, params=params)
+        free = ctx.model_tok_s(ctx.with_layout(**relaxed), offered, isl, osl, params=params)
+        return 1 - now / free if now and free else None
+
     now = ctx.model_tok_s(ctx.layout, max(round(running), 1), isl, osl)
     free = ctx.model_tok_s(ctx.with_layout(**relaxed), offered, isl, osl)
-    seen = _measured_tok_s(ctx, phase)
     agrees = now is not None and seen is not None and abs(now / seen - 1) <= MODEL_AGREEMENT
-    if now and free and agrees:
-        impact = max(0.0, 1 - now / free)
-        return (
-            impact,
-            "modelled",
-            (
-                f" The serving model expects ≈{free:.0f} tok/s with all of them running against "
-                f"≈{now:.0f} tok/s now (−{impact:.0%})."
-            ),
+    central = modelled(ctx.params) if agrees else None
+    if now and free and central is not None:
+        sized = spread(
+            max(0.0, central),
+            model_range(ctx, modelled),
+            basis="modelled",
+            where=where,
+            rests_on=("assumed constants over their plausible range",),
+        ).widened(MODEL_AGREEMENT, f"model within ±{MODEL_AGREEMENT:.0%} of this phase")
+        return sized, (
+            f" The serving model expects ≈{free:.0f} tok/s with all of them running against "
+            f"≈{now:.0f} tok/s now: the cap costs {sized.words()}."
         )
-    impact = 1 - share
     model = ""
     if now and seen:
         model = (
             f" The serving model does not reproduce this phase (≈{now:.0f} tok/s modelled, "
             f"{seen:.0f} measured), so it does not size it."
         )
-    return (
-        impact,
-        "assumed",
-        (
-            f"{model} Nothing in this run measures how throughput grows with load up to "
-            f"{offered} requests, so it is assumed to grow in proportion: ≈{1 / share:.1f}× with "
-            f"all running (−{impact:.0%} as capped; an upper bound of the decode cost if the "
-            "round does not shrink, prefill stalls the cap causes not counted)."
+    sized = share_sized(
+        1 - share**0.75,
+        1 - share ** ASSUMED_ELASTICITY[0],
+        1 - share ** ASSUMED_ELASTICITY[1],
+        basis="assumed",
+        where=where,
+        rests_on=(
+            f"assumed: throughput grows as load^{ASSUMED_ELASTICITY[0]}–"
+            f"load^{ASSUMED_ELASTICITY[1]}",
         ),
     )
+    return sized, (
+        f"{model} Nothing in this run measures how throughput grows with load up to "
+        f"{offered} requests, so it is assumed to grow between the square root of the load and "
+        f"in proportion to it: the cap costs {sized.words()} (prefill stalls the cap causes "
+        "not counted)."
+    )
+
+
+def _elasticity_range(ctx: RunAnalysis, offered: int, noise: float) -> tuple[float, float]:
+    """The sweep's elasticity below ``offered`` with its two loads' throughputs moved by their
+    noise in opposite directions: the lowest and highest slope the measurements allow."""
+    curve = ctx.throughput_curve
+    loads = sorted(c for c in curve if 0 < c < offered and curve[c] > 0)
+    a, b = loads[-2], loads[-1]
+    out = []
+    for sign in (-1, 1):
+        hi = curve[b] * (1 + sign * noise)
+        lo = curve[a] * (1 - sign * noise)
+        slope = math.log(hi / lo) / math.log(b / a)
+        out.append(min(1.0, max(0.0, slope)))
+    return min(out), max(out)
 
 
 def _from_rounds(
     ctx: RunAnalysis, offered: int, relaxed: dict[str, Any], phase: int
-) -> tuple[float, str] | None:
+) -> tuple[float, float, str] | None:
     """The cost from rounds this run measured: all ``offered`` running against the phase.
 
     The admission replay of ``offered`` requests with the limit relaxed gives the micro-batch
@@ -238,17 +295,20 @@ def _from_rounds(
         what = "decode rates, prefill not counted"
     if now is None or free <= 0:
         return None
-    impact = max(0.0, 1 - now / free)
     unit = "micro-batch" if ctx.pp > 1 else "batch"
     used = sorted(k for k, (b, _) in points.items() if b in rests_on)
     named = ", ".join(f"{points[k][0]:g} in phase {k}" for k in used)
     shape = occupancy_shape(sizes)
-    return impact, (
-        f" This run measured the round at {unit} size{'s' if len(used) > 1 else ''} {named} "
-        "(phases that queued nothing): "
-        f"≈{measured * 1e3:.1f} ms at {size}, so all {offered} running ({shape} by the "
-        f"admission replay) would deliver ≈{free:.0f} tok/s ({what}) against {now:.0f} "
-        f"measured (−{impact:.0%})."
+    return (
+        now,
+        free,
+        (
+            f" This run measured the round at {unit} size{'s' if len(used) > 1 else ''} {named} "
+            "(phases that queued nothing): "
+            f"≈{measured * 1e3:.1f} ms at {size}, so all {offered} running ({shape} by the "
+            f"admission replay) would deliver ≈{free:.0f} tok/s ({what}) against {now:.0f} "
+            "measured."
+        ),
     )
 
 
@@ -303,9 +363,9 @@ def running_cap(ctx: RunAnalysis) -> Finding | None:
     for r in rows:
         offered = r["offered"] or round(r["running_est"] + r["queue_req"])
         relaxed = _relaxed(ctx, r["limit"], offered)
-        impact, basis, text = queued_cost(ctx, r["running_est"], offered, relaxed, r["phase"])
-        r.update(offered_c=offered, impact=impact, basis=basis, sizing=text)
-        if best is None or (impact or 0.0) > (best["impact"] or 0.0):
+        sized, text = queued_cost(ctx, r["running_est"], offered, relaxed, r["phase"])
+        r.update(offered_c=offered, sized=sized, sizing=text)
+        if best is None or sized.impact > best["sized"].impact:
             best = r
     assert best is not None
     limit = best["limit"]
@@ -316,14 +376,13 @@ def running_cap(ctx: RunAnalysis) -> Finding | None:
     )
     return Finding(
         id="running-cap",
-        severity=severity_of(best["impact"], floor="medium"),
         title=f"{limit} holds ~{best['queue_req']:.0f} requests in the queue at "
         f"{best['offered_c']} offered",
         summary=summary,
         evidence=_evidence(rows),
         remedy=_remedy(ctx, limit, best["offered_c"]),
-        impact=best["impact"],
-        basis=best["basis"],
+        phase=best["phase"],
+        **best["sized"].fields(),
     )
 
 
@@ -415,9 +474,13 @@ def queue_backlog(ctx: RunAnalysis) -> Finding | None:
     )
     if ttft is not None:
         summary += f" Median TTFT there: {ttft:.0f} ms."
+    summary += (
+        " No setting of this server recovers throughput here: the remedy is capacity, so this "
+        "is a note on latency, not a fault."
+    )
     return Finding(
         id="queue-backlog",
-        severity="low",
+        severity="info",
         title=f"~{worst['queue_req']:.0f} requests queue with no configured limit reached",
         summary=summary,
         evidence=_evidence(rows),

@@ -13,10 +13,15 @@ import math
 from datetime import datetime
 
 from toolkit.analyze.effects import GraphEffect, eager_window_share, graph_effect
-from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.finding import Finding
 from toolkit.diagnose.kv import pool_bound_phases
+from toolkit.diagnose.sizing import spread
 from toolkit.diagnose.slots import full_pipeline_idle
-from toolkit.diagnose.thresholds import ASSUMED_EAGER_SLOWDOWN, MIN_EAGER_SHARE
+from toolkit.diagnose.thresholds import (
+    ASSUMED_EAGER_SLOWDOWN,
+    EAGER_SLOWDOWN_RANGE,
+    MIN_EAGER_SHARE,
+)
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["cuda_graph_miss", "eager_cost", "eager_cost_in", "eager_effect"]
@@ -73,9 +78,23 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
     if share < MIN_EAGER_SHARE or effect.eager_lines < 2:
         return None
     slowdown, basis = effect.slowdown, "measured"
+    low, high = effect.slowdown_spread or (slowdown, slowdown)
     if slowdown is None:
         slowdown, basis = ASSUMED_EAGER_SLOWDOWN, "assumed"
-    impact = eager_cost(share, slowdown)
+        low, high = EAGER_SLOWDOWN_RANGE
+    elif effect.bounded:
+        high = max(high or slowdown, EAGER_SLOWDOWN_RANGE[1])  # a lower bound: no ceiling read
+    load = ctx.load_of(effect.phase)
+    why = f"eager step {low:.1f}–{high:.1f}× a graph step" + (
+        " (assumed)" if basis == "assumed" else " (quartiles of this log's eager lines)"
+    )
+    sized = spread(
+        eager_cost(share, slowdown),
+        [eager_cost(share, low or slowdown), eager_cost(share, high or slowdown)],
+        basis=basis,
+        where=load,
+        rests_on=(why, f"{share:.0%} of the decode tokens {load} eager"),
+    )
     disabled = bool(ctx.server_args.get("disable_cuda_graph")) or g["max_captured"] == 0
     top, seen = g["max_captured"], g["max_observed"]
     if disabled:
@@ -115,21 +134,18 @@ def cuda_graph_miss(ctx: RunAnalysis) -> Finding | None:
                 "time (GPU trace); eager launch gaps leave the GPU idle, so that idle is taken "
                 "as theirs, not as an unexplained slowdown."
             )
-    load = ctx.load_of(effect.phase)
     summary = (
         f"{effect.eager_lines} of {effect.flagged_lines} sampled decode windows ran eagerly; "
         f"{load} they generated {share:.0%} of the decode tokens "
         f"({effect.eager_token_share:.0%} over the run): {cause}. {factor.capitalize()}: that "
-        f"costs ≈{impact:.0%} of decode throughput {load}.{note}"
+        f"costs {sized.words()} of decode throughput {load}.{note}"
     )
     return Finding(
         id="cuda-graph-miss",
-        severity=severity_of(impact),
         title=f"{share:.0%} of decode tokens {load} came from steps without a CUDA graph",
         summary=summary,
         evidence=effect.evidence.head(20),
         remedy=remedy,
-        impact=impact,
-        basis=basis,
         phase=effect.phase,
+        **sized.fields(),
     )

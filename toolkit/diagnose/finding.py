@@ -1,12 +1,16 @@
 """``Finding``: one diagnosed cause (or note) with the evidence table it rests on.
 
-Severity says how much of the throughput a finding explains (``thresholds``): ``high`` ≥ 20 %,
-``medium`` ≥ 5 %, ``low`` below that, ``info`` a note that is not a fault (normal PP lock-step
-logging, a pipeline that cannot fill at low concurrency). ``config-not-applied`` and
-``stage-desync`` are ``high`` whatever their throughput cost: the run then measured something
-other than what was asked. ``basis`` says where the impact comes from: ``measured`` (the run's
-own lines and results), ``modelled`` (the serving model of the run's model and machine) or
-``assumed`` (a stated factor, for want of either).
+``impact`` is the share of throughput the finding's remedy is expected to recover at the load
+where it matters: ``1 − now / after``, where ``after`` is the throughput with the remedy
+applied. ``impact_range`` brackets it with everything the number rests on (assumed constants
+over their plausible range, the sampling noise of what was measured, the model's error on the
+run's own points), and severity comes from the range's low end (``severity_of``): ``high`` when
+even the low end is ≥ 20 %, ``medium`` ≥ 5 %, ``low`` above 0, ``info`` when the remedy is not
+expected to recover anything (or the finding is a note, such as normal PP lock-step logging).
+``config-not-applied`` and ``stage-desync`` are ``high`` by kind when their evidence lies within
+one launch: the run then measured something other than what was asked. ``basis`` says where the
+impact comes from: ``measured`` (the run's own lines and results), ``modelled`` (the serving
+model of the run's model and machine) or ``assumed`` (a stated factor, for want of either).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import polars as pl
 
 from toolkit.diagnose.thresholds import HIGH_IMPACT, MEDIUM_IMPACT
 
-__all__ = ["BASES", "SEVERITIES", "Finding", "severity_of"]
+__all__ = ["BASES", "SEVERITIES", "Finding", "recovers_text", "severity_of"]
 
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low", "info")
 """From most to least severe; findings are ranked in this order."""
@@ -28,15 +32,26 @@ BASES: tuple[str, ...] = ("measured", "modelled", "assumed")
 """Where a finding's impact comes from."""
 
 
-def severity_of(impact: float | None, *, floor: str = "low") -> str:
-    """``high`` for a throughput share ≥ 20 %, ``medium`` ≥ 5 %, else ``floor``."""
-    if impact is None or not math.isfinite(impact):
-        return floor
-    if impact >= HIGH_IMPACT:
+def severity_of(impact_range: tuple[float, float] | None) -> str:
+    """Severity from the low end of ``impact_range``: ``high`` ≥ 20 %, ``medium`` ≥ 5 %,
+    ``low`` above 0, ``info`` otherwise (and without a range: nothing sized)."""
+    if impact_range is None:
+        return "info"
+    low = impact_range[0]
+    if not math.isfinite(low) or low <= 0:
+        return "info"
+    if low >= HIGH_IMPACT:
         return "high"
-    if impact >= MEDIUM_IMPACT:
+    if low >= MEDIUM_IMPACT:
         return "medium"
-    return floor
+    return "low"
+
+
+def recovers_text(impact: float, where: str) -> str:
+    """The throughput the remedy wins back, as a user reads it: ``+4 % tok/s at 32 requests``
+    for an impact of 0.04 (``1/(1 − impact) − 1`` more than now)."""
+    gain = 1 / max(1e-9, 1 - impact) - 1
+    return f"+{gain:.0%} tok/s {where}".rstrip()
 
 
 @dataclass(frozen=True)
@@ -62,11 +77,23 @@ class Finding:
     run
         Label of the run the finding is about.
     impact
-        Estimated share of throughput the finding explains, 0–1; None when not estimated.
+        Share of throughput the remedy is expected to recover, 0–1 (``1 − now/after``); None
+        when not sized.
     basis
         ``measured``, ``modelled`` or ``assumed``: where ``impact`` comes from.
     phase
         The phase (one benchmark load) ``impact`` was sized at; None for the whole run.
+    impact_range
+        ``(low, high)`` bracketing ``impact`` with everything it rests on; severity follows
+        its low end.
+    recovers
+        The gain in words: ``+4 % tok/s at 32 requests``.
+    launch
+        The server launch the finding is about, when the run holds several.
+    promise
+        The promise checked against runs that applied the remedy: per run and concurrency the
+        promised tok/s (with its range) beside the measured one; None when no such run was
+        given.
     """
 
     id: str
@@ -80,32 +107,48 @@ class Finding:
     impact: float | None = None
     basis: str | None = None
     phase: int | None = None
+    impact_range: tuple[float, float] | None = None
+    recovers: str | None = None
+    launch: str | None = None
+    promise: pl.DataFrame | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"finding {self.id}: unknown severity {self.severity!r}")
         if self.basis is not None and self.basis not in BASES:
             raise ValueError(f"finding {self.id}: unknown basis {self.basis!r}")
+        if self.impact_range is not None:
+            low, high = self.impact_range
+            if not low <= high:
+                raise ValueError(f"finding {self.id}: impact range {low}–{high} is reversed")
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``ppscope diagnose --json``: id, severity, run, title, summary,
-        evidence (a list of row objects), remedy, impact, its basis and the phase it was
-        sized at."""
+        """The JSON shape of ``ppscope diagnose --json``: id, severity, run, launch, title,
+        summary, evidence (a list of row objects), remedy, impact with its range, basis and
+        ``recovers`` phrase, the phase it was sized at, and the promise checked against runs
+        that applied the remedy (a list of row objects, or None)."""
         return {
             "id": self.id,
             "severity": self.severity,
             "run": self.run,
+            "launch": self.launch,
             "title": self.title,
             "summary": self.summary,
-            "evidence": [
-                {k: _plain(v) for k, v in row.items()}
-                for row in self.evidence.iter_rows(named=True)
-            ],
+            "evidence": _rows(self.evidence),
             "remedy": self.remedy,
             "impact": None if self.impact is None else round(self.impact, 4),
+            "impact_range": (
+                None if self.impact_range is None else [round(x, 4) for x in self.impact_range]
+            ),
+            "recovers": self.recovers,
             "basis": self.basis,
             "phase": self.phase,
+            "promise": None if self.promise is None else _rows(self.promise),
         }
+
+
+def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    return [{k: _plain(v) for k, v in row.items()} for row in frame.iter_rows(named=True)]
 
 
 def _plain(value: Any) -> Any:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import polars as pl
 
 from toolkit.diagnose.admission import queued_cost
-from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.finding import Finding
+from toolkit.diagnose.sizing import Sizing
 from toolkit.diagnose.thresholds import KV_FULL, POOL_FULL, POOL_FULL_SHARE
 from toolkit.run_analysis import RunAnalysis
 
@@ -30,7 +31,7 @@ def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
     evidence = _per_phase(ctx).head(20)
     blocked = float(decode["blocked_by_tokens"].mean() or 0.0) if decode.height else 0.0
     peak = decode["token_usage"].max() if decode.height else None
-    impact, basis, sizing, phase = _impact(ctx)
+    sized, sizing, phase = _impact(ctx)
     pool = ctx.derived["kv_pool_tokens"]
     parts = []
     if events:
@@ -52,9 +53,14 @@ def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
             "(MIN over stages)."
         )
     summary += sizing
+    if sized is None:
+        summary += (
+            " Its cost is not sized: no phase shows requests waiting on the full pool long "
+            "enough to compare."
+        )
+    fields = sized.fields() if sized is not None else {"severity": "info"}
     return Finding(
         id="kv-cache-pressure",
-        severity=severity_of(impact, floor="medium"),
         title=(
             f"KV pool full: {events} retractions, ≥ {POOL_FULL:.0%} on {full_share:.0%} of "
             "decode lines"
@@ -66,9 +72,8 @@ def kv_cache_pressure(ctx: RunAnalysis) -> Finding | None:
             "lower --max-running-requests so admission stops before the pool is full; under PP, "
             "fewer layers on the heaviest stage (SGLANG_PP_LAYER_PARTITION)."
         ),
-        impact=impact,
-        basis=basis,
         phase=phase,
+        **fields,
     )
 
 
@@ -111,7 +116,7 @@ def pool_bound_phases(ctx: RunAnalysis) -> list[int]:
     return [int(p) for p in per.filter(bound)["phase"].drop_nulls().to_list()]
 
 
-def _impact(ctx: RunAnalysis) -> tuple[float | None, str | None, str, int | None]:
+def _impact(ctx: RunAnalysis) -> tuple[Sizing | None, str, int | None]:
     """The cost of requests waiting on a full pool, in the worst such phase (``queued_cost``
     with the pool unlimited): share, basis, the sentence that sizes it, and the phase.
 
@@ -120,7 +125,7 @@ def _impact(ctx: RunAnalysis) -> tuple[float | None, str | None, str, int | None
     full pool holds fewer at a time as contexts grow, retracts some, and leaves the queued
     ones to run after the others finish.
     """
-    worst: tuple[float | None, str | None, str, int | None] = (None, None, "", None)
+    worst: tuple[Sizing | None, str, int | None] = (None, "", None)
     pressed = _per_phase(ctx).filter(pl.col("blocked_lines") > 0)["phase"].to_list()
     for phase in pressed:
         lines = ctx.occupancy.filter(pl.col("phase") == phase).sort("ts")
@@ -137,7 +142,7 @@ def _impact(ctx: RunAnalysis) -> tuple[float | None, str | None, str, int | None
         queued = lines["queue_req"].fill_null(0).cast(pl.Float64)
         peak = float((lines["running_est"].fill_null(0.0) + queued).max() or 0.0)
         offered = ctx.phase(phase).get("offered") or max(round(peak), 1)
-        found = queued_cost(ctx, running, offered, {"max_total_num_tokens": None}, phase)
-        if found[0] is not None and (worst[0] is None or found[0] > worst[0]):
-            worst = (*found, phase)
+        sized, text = queued_cost(ctx, running, offered, {"max_total_num_tokens": None}, phase)
+        if worst[0] is None or sized.impact > worst[0].impact:
+            worst = (sized, text, phase)
     return worst

@@ -33,8 +33,9 @@ _EVIDENCE = {
 
 
 def foreign_gpu_process(ctx: RunAnalysis) -> Finding | None:
-    """Processes other than the server's on the run's GPUs; ``medium`` when one holds at least
-    ``FOREIGN_MEMORY_SHARE`` of the memory listed on its GPU, else ``low``."""
+    """Processes other than the server's on the run's GPUs, a note whose cost no input sizes;
+    it says when one holds at least ``FOREIGN_MEMORY_SHARE`` of the memory listed on its
+    GPU."""
     apps = ctx.run.compute_apps
     if apps is None or not apps.height:
         return None
@@ -110,9 +111,18 @@ def foreign_gpu_process(ctx: RunAnalysis) -> Finding | None:
     unjudged = judged.filter(pl.col("server").is_null()).height
     if unjudged:
         summary += f" {unjudged} process(es) listed without a name could not be judged."
+    summary += (
+        " Its cost is not sized (no input measures what the other process takes from the "
+        "stage), so it is a note: "
+        + (
+            "it holds a large share of the GPU's memory, which the KV pool lacks."
+            if large
+            else "check whether it computes while the server runs."
+        )
+    )
     return Finding(
         id="foreign-gpu-process",
-        severity="medium" if large else "low",
+        severity="info",
         title=f"{evidence.height} process(es) besides the server on its GPUs: {mib} on {where}",
         summary=summary,
         evidence=evidence.head(20),

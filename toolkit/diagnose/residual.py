@@ -2,11 +2,12 @@
 
 Two ways, the larger counts. Measured where the GPU trace allows: with the pipeline full (every
 stage a micro-batch under PP, or TP) the slowest stage has work all the time, so its idle share
-while decoding is time no stage spends computing. Eager decode steps found before in the same
-phase (``cuda-graph-miss``) idle the GPU between kernel launches and explain their part, as
-measured; the rest is unexplained. An eager cost that is only assumed (no graph step to compare
-with) or a lower bound (one graph batch size to compare with) does not size those gaps: the
-idle is then taken as theirs, not as unexplained, and ``cuda-graph-miss`` says so.
+while decoding, beyond the idle the serving model expects there (per-step overhead, hops), is
+time no stage spends computing. Eager decode steps found before in the same phase
+(``cuda-graph-miss``) idle the GPU between kernel launches and explain their part, as measured;
+an eager cost that is only assumed (no graph step to compare with) or a lower bound (one graph
+batch size to compare with) does not size those gaps: the idle is then taken as theirs, not as
+unexplained, and ``cuda-graph-miss`` says so.
 
 Modelled, which also sees kernels slower than they should be (a busy GPU): the serving model of
 the run's model on its machine, calibrated on single-stream points, predicts the round (PP) or
@@ -14,33 +15,34 @@ step (TP) of the run's busiest phase for the layout as it was packed (its layer 
 last stage's lm_head included). The causes found before on the same run that the model does not
 represent (eager decode, prefill stalls, retractions) lengthen that prediction by their own
 impacts; what the measured round still exceeds it by is unexplained: communication fences, slow
-kernels, a CPU-bound loop. Its share of the round is its impact.
+kernels, a CPU-bound loop.
+
+The residual earns its place: it is computed under every plausible variant of the constants
+the model assumes (``ranges``), and widened by the model's own error on the run's loads that no
+finding touches (``noise.model_band``). Only a residual whose low end stays above zero is a
+finding: a gap the assumptions can absorb is no evidence of a fault. Its text says which
+measurement would narrow the range.
 
 Both ways judge the phase's steady window (its longest stretch near the peak load), so a cause
 explains it by its cost in that window: eager decode by the eager token share of the window's
-own lines (a drain that ran on graphs does not thin it out). A cause the window's lines cannot
-size keeps the impact of its phase, and the evidence says which is which.
-
-A single-stream calibration puts whatever the weight reads leave over on the link (a PP hop, a
-TP all-reduce). When that comes out beyond ``PLAUSIBLE_LINK`` times what the interconnect costs
-(the machine's prior), it is not the link: the prediction keeps the prior and the excess counts
-as unexplained, at one request and at the load judged.
+own lines. A cause the window's lines cannot size keeps the impact of its phase.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any, NamedTuple
 
 import polars as pl
 
 from toolkit.analyze.model import Layout, Params, StageClock, Workload, predict
-from toolkit.analyze.model.machine import prior
+from toolkit.analyze.model.ranges import PLAUSIBLE
 from toolkit.diagnose.cudagraph import eager_cost_in, eager_effect
-from toolkit.diagnose.finding import Finding, severity_of
-from toolkit.diagnose.slots import certain_busy, full_pipeline_idle, measured_round
-from toolkit.diagnose.thresholds import MIN_UNEXPLAINED, PLAUSIBLE_LINK
+from toolkit.diagnose.finding import Finding
+from toolkit.diagnose.noise import model_band, model_range
+from toolkit.diagnose.sizing import spread
+from toolkit.diagnose.slots import certain_busy, full_pipeline_idle, judged, measured_round
+from toolkit.diagnose.thresholds import MIN_NOISE, MIN_UNEXPLAINED
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
@@ -76,25 +78,6 @@ def _busiest(ctx: RunAnalysis) -> dict[str, Any] | None:
         if best is None or running > best["running_est"]:
             best = r
     return best
-
-
-def _plausible(ctx: RunAnalysis) -> tuple[Params, list[tuple[str, str, float, float]]]:
-    """The fitted parameters with a link cost beyond ``PLAUSIBLE_LINK`` × its prior put back
-    to the prior; and (key, name, fitted, kept) for each one put back."""
-    params = ctx.params
-    assert params is not None and ctx.fit is not None
-    start, _ = prior(ctx.machine)
-    changes, notes = {}, []
-    for key, name in (("hop_s", "PP hop"), ("allreduce_s", "all-reduce")):
-        if key not in ctx.fit.fitted:
-            continue
-        fitted, kept = getattr(params.hardware, key), getattr(start, key)
-        if kept > 0 and fitted > PLAUSIBLE_LINK * kept:
-            changes[key] = kept
-            notes.append((key, name, fitted, kept))
-    if not changes:
-        return params, []
-    return replace(params, hardware=replace(params.hardware, **changes)), notes
 
 
 def unexplained_slowdown(ctx: RunAnalysis) -> Finding | None:
@@ -138,8 +121,9 @@ def _in_window(ctx: RunAnalysis, r: dict[str, Any]) -> list[Named]:
 def _from_idle(
     ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Named]
 ) -> Finding | None:
-    """The slowest stage's idle share in a full pipeline, less what eager steps explain (all
-    of it when their cost is only assumed or bounded from below)."""
+    """The slowest stage's idle share in a full pipeline beyond the model's own idle there,
+    less what eager steps explain (all of it when their cost is only assumed or bounded from
+    below)."""
     measured_idle = full_pipeline_idle(ctx, r["phase"])
     if measured_idle is None:
         return None
@@ -151,10 +135,24 @@ def _from_idle(
     if eager and (any(n.finding.basis == "assumed" for n in eager) or _eager_bounded(ctx)):
         return None  # launch gaps are idle time the factor does not size: they are it
     explained = min(idle, sum(n.impact for n in eager))
-    share = idle - explained
-    if share < MIN_UNEXPLAINED:
+    expected, expected_words = _expected_idle(ctx, r)
+    central = idle - explained - expected[0]
+    noise = MIN_NOISE + 2 / math.sqrt(max(int(top["samples"] or 1), 1))
+    values = [idle - explained - e + sign * noise for e in expected for sign in (-1, 1)]
+    where = ctx.load_of(r["phase"])
+    sized = spread(
+        central,
+        values,
+        basis="measured",
+        where=where,
+        rests_on=(
+            f"{top['metric']} over {top['samples']} samples ±{noise:.0%}",
+            expected_words,
+        ),
+    )
+    if sized.impact < MIN_UNEXPLAINED or sized.low <= 0:
         return None
-    gap = share * measured
+    gap = sized.impact * measured
     unit = _unit(ctx)
     stage = f"stage {top['pp']}" if ctx.pp > 1 else "the busiest GPU"
     causes = (
@@ -168,22 +166,62 @@ def _from_idle(
     evidence = evidence.with_columns(explained_by=pl.lit(_explained_by(eager), pl.String))
     return Finding(
         id="unexplained-slowdown",
-        severity=severity_of(share),
         title=f"{gap * 1e3:.0f} ms per {unit} with no stage computing, that no finding explains",
         summary=(
-            f"{ctx.load_of(r['phase']).capitalize()} every stage had work "
-            f"(~{r['running_est']:.0f} requests running), so the slowest stage should compute "
-            f"all the time; {stage} was busy {top['busy_pct']:.0f}% ({top['metric']} in the GPU "
-            f"trace), idle {idle:.0%} of each {measured * 1e3:.0f} ms {unit}{causes}. The other "
-            f"{share:.0%}, {gap * 1e3:.0f} ms per {unit}{_per_stage(ctx, gap)}, is unexplained: "
-            "communication fences between stages, a CPU-bound loop, or waits on the host."
+            f"{where.capitalize()} every stage had work (~{r['running_est']:.0f} requests "
+            f"running), so the slowest stage should compute all the time but for the serving "
+            f"model's own per-step overhead ({expected[0]:.0%} of the {unit}); {stage} was busy "
+            f"{top['busy_pct']:.0f}% ({top['metric']} in the GPU trace), idle {idle:.0%} of "
+            f"each {measured * 1e3:.0f} ms {unit}{causes}. The rest, {gap * 1e3:.0f} ms per "
+            f"{unit}{_per_stage(ctx, gap)}, is unexplained: {sized.words()} of the throughput. "
+            "Communication fences between stages, a CPU-bound loop, or waits on the host."
         ),
         evidence=evidence,
         remedy=_remedy(ctx),
-        impact=share,
-        basis="measured",
         phase=r["phase"],
+        **sized.fields(),
     )
+
+
+def _expected_idle(ctx: RunAnalysis, r: dict[str, Any]) -> tuple[list[float], str]:
+    """The idle share of the busiest stage the serving model expects in phase ``r`` (its
+    per-step overhead and hops), under its fit then every plausible variant; without the
+    model, none up to the plausible per-step overhead over the measured round."""
+    layout = _packed(ctx, r)
+    load = _workload(ctx, r)
+
+    def idle(params: Params) -> float | None:
+        try:
+            busy = predict(layout, load, params).stage_busy
+        except (ToolkitError, ZeroDivisionError, ValueError):
+            return None
+        return max(0.0, 1 - max(busy)) if busy else None
+
+    if ctx.params is not None:
+        central = idle(ctx.params)
+        if central is not None:
+            values = [central, *model_range(ctx, idle)]
+            return values, (
+                f"model idle {min(values):.0%}–{max(values):.0%} over its plausible constants"
+            )
+    rnd = measured_round(ctx, r) or 0.0
+    steps = max(1.0, (r["active_slots_est"] or 1.0)) if ctx.pp > 1 else 1.0
+    top = PLAUSIBLE["overhead_s"]["any"][1] * steps / rnd if rnd > 0 else 0.0
+    return [0.0, min(top, 1.0)], f"per-step overhead 0–{min(top, 1.0):.0%} of the round (assumed)"
+
+
+def _packed(ctx: RunAnalysis, r: dict[str, Any]) -> Layout:
+    if ctx.pp > 1 and r["slot_req"]:
+        return ctx.with_layout(pp_max_micro_batch_size=max(round(r["slot_req"]), 1))
+    return ctx.layout
+
+
+def _workload(ctx: RunAnalysis, r: dict[str, Any]) -> Workload:
+    phase = ctx.phase(r["phase"])
+    running = max(round(r["running_est"]), 1)
+    isl = max(round(phase.get("input_len") or 1000), 1)
+    osl = max(round(phase.get("output_len") or isl), 1)
+    return Workload(running, isl, osl)
 
 
 def _eager_bounded(ctx: RunAnalysis) -> bool:
@@ -195,92 +233,118 @@ def _eager_bounded(ctx: RunAnalysis) -> bool:
 def _from_model(
     ctx: RunAnalysis, r: dict[str, Any], measured: float, named: list[Named]
 ) -> Finding | None:
-    """The measured round against the serving model's, lengthened by the named causes."""
+    """The measured round against the serving model's, lengthened by the named causes, under
+    every plausible variant of its constants and widened by its error on untouched loads."""
     if ctx.params is None or ctx.fit is None or not ctx.fit.calibration:
         return None
-    phase = ctx.phase(r["phase"])
-    running = max(round(r["running_est"]), 1)
-    isl = max(round(phase.get("input_len") or 1000), 1)
-    osl = max(round(phase.get("output_len") or isl), 1)
-    layout = ctx.layout
-    if ctx.pp > 1 and r["slot_req"]:
-        layout = ctx.with_layout(pp_max_micro_batch_size=max(round(r["slot_req"]), 1))
-    params, implausible = _plausible(ctx)
-    try:
-        model_round = predict(layout, Workload(running, isl, osl), params).round_s
-    except (ToolkitError, ZeroDivisionError, ValueError):
-        return None
-    if not math.isfinite(model_round) or model_round <= 0:
-        return None
-    explained = model_round
+    layout, load = _packed(ctx, r), _workload(ctx, r)
     b = max(float(r["slot_req"] or 1.0), 1.0)
-    counted = []
-    for n in named:
-        impact = n.impact
-        if n.finding.id == "stage-imbalance":
-            impact = max(0.0, impact - _modelled_imbalance(layout, params, b))
-        if impact > 0:
-            explained /= max(1e-3, 1 - impact)
-            counted.append(Named(n.finding, impact, n.where))
-    gap = measured - explained
-    share = gap / measured
-    if share < MIN_UNEXPLAINED:
+
+    def explained(params: Params) -> tuple[float, float, list[Named]] | None:
+        try:
+            model_round = predict(layout, load, params).round_s
+        except (ToolkitError, ZeroDivisionError, ValueError):
+            return None
+        if not math.isfinite(model_round) or model_round <= 0:
+            return None
+        total, counted = model_round, []
+        for n in named:
+            impact = n.impact
+            if n.finding.id == "stage-imbalance":
+                impact = max(0.0, impact - _modelled_imbalance(layout, params, b))
+            if impact > 0:
+                total /= max(1e-3, 1 - impact)
+                counted.append(Named(n.finding, impact, n.where))
+        return model_round, total, counted
+
+    base = explained(ctx.params)
+    if base is None:
         return None
+    model_round, total, counted = base
+    band, band_words = model_band(ctx, untouched=_untouched(ctx, r["phase"]))
+    shares = [1 - total / measured]
+    for variant in ctx.model_variants:
+        found = explained(variant.params)
+        if found is not None:
+            shares.append(1 - found[1] / measured)
+    lows = [1 - (1 - v) * (1 + band) for v in shares]
+    highs = [1 - (1 - v) * max(1e-9, 1 - band) for v in shares]
+    where = ctx.load_of(r["phase"])
+    sized = spread(
+        shares[0],
+        [*lows, *highs],
+        basis="modelled",
+        where=where,
+        rests_on=(
+            f"model round {min(_round(measured, s) for s in shares) * 1e3:.0f}–"
+            f"{max(_round(measured, s) for s in shares) * 1e3:.0f} ms over its plausible "
+            "constants",
+            band_words,
+        ),
+    )
+    if sized.impact < MIN_UNEXPLAINED or sized.low <= 0:
+        return None
+    gap = sized.impact * measured
     unit = _unit(ctx)
     causes = ""
     if counted:
         ids = ", ".join(n.finding.id for n in counted)
-        sized = "; ".join(f"{n.impact:.0%} of the {unit}, {n.where}" for n in counted)
-        causes = f" after the {ids} found here ({sized})"
-    sources = ctx.fit.sources
-    constants = "; ".join(f"{k} {v}" for k, v in sources.items())
+        each = "; ".join(f"{n.impact:.0%} of the {unit}, {n.where}" for n in counted)
+        causes = f" after the {ids} found here ({each})"
+    constants = "; ".join(f"{k} {v}" for k, v in ctx.constants().items())
     evidence = pl.DataFrame(
         [
             {
                 "phase": r["phase"],
-                "running": running,
+                "running": load.concurrency,
                 "slot_req": r["slot_req"],
                 "measured_ms": round(measured * 1e3, 1),
                 "model_ms": round(model_round * 1e3, 1),
-                "explained_ms": round(explained * 1e3, 1),
+                "explained_ms": round(total * 1e3, 1),
                 "unexplained_ms": round(gap * 1e3, 1),
-                "share": round(share, 3),
+                "share": round(sized.impact, 3),
+                "share_low": round(sized.low, 3),
+                "share_high": round(sized.high, 3),
                 "explained_by": _explained_by(counted),
             }
         ]
     )
-    link = ""
-    if implausible:
-        link = " " + " ".join(
-            f"The single-stream calibration would put {fitted * 1e3:.2f} ms on each {name}, "
-            f"{fitted / kept:.0f}× what it costs on this interconnect ({kept * 1e3:.2f} ms, "
-            f"{sources.get(key, 'prior')}): that is not the link, so the model keeps the "
-            "latter and the excess counts here."
-            for key, name, fitted, kept in implausible
-        )
-    severity = severity_of(share)
-    guessed = [k for k, v in sources.items() if k == "hbm_bytes_s" and v.startswith("assumed")]
-    if guessed and severity == "high":
-        severity = "medium"  # the model's slope rests on a guessed bandwidth: not proof enough
     return Finding(
         id="unexplained-slowdown",
-        severity=severity,
         title=f"{gap * 1e3:.0f} ms per {unit} that no finding and no model term explains",
         summary=(
-            f"At ~{running} requests each {unit} took {measured * 1e3:.0f} ms; the serving model "
-            f"of {ctx.model.describe()} on {ctx.machine.describe()} expects "
-            f"{model_round * 1e3:.0f} ms for the layout as packed"
-            f"{causes}, {explained * 1e3:.0f} ms. The other {gap * 1e3:.0f} ms per {unit}"
-            f"{_per_stage(ctx, gap)} ({share:.0%} of it) is unexplained: communication fences "
-            f"between stages, kernels slower than the weight reads, or a CPU-bound loop.{link} "
+            f"At ~{load.concurrency} requests each {unit} took {measured * 1e3:.0f} ms; the "
+            f"serving model of {ctx.model.describe()} on {ctx.machine.describe()} expects "
+            f"{model_round * 1e3:.0f} ms for the layout as packed{causes}, "
+            f"{total * 1e3:.0f} ms. The other {gap * 1e3:.0f} ms per {unit}"
+            f"{_per_stage(ctx, gap)} is unexplained even at the plausible ends of the "
+            f"constants the model assumes: {sized.words()} of the throughput. Communication "
+            "fences between stages, kernels slower than the weight reads, or a CPU-bound loop. "
             f"Model constants: {constants}."
         ),
         evidence=evidence,
         remedy=_remedy(ctx),
-        impact=share,
-        basis="modelled",
         phase=r["phase"],
+        **sized.fields(),
     )
+
+
+def _round(measured: float, share: float) -> float:
+    return measured * (1 - share)
+
+
+def _untouched(ctx: RunAnalysis, judged_phase: int) -> list[int]:
+    """Loads of the run that no finding explains a cost at, other than the judged one: the
+    model's error there is its own, not a cause's."""
+    touched = {f.phase for f in ctx.found if f.phase is not None and f.severity != "info"}
+    if any(f.id == "pp-underfilled-slots" for f in ctx.found):
+        touched |= {r["phase"] for r in judged(ctx) if r["verdict"] == "under-filled"}
+    out = []
+    for row in ctx.phases.iter_rows(named=True):
+        if row["phase"] in touched or row["phase"] == judged_phase or not row["offered"]:
+            continue
+        out.append(int(row["offered"]))
+    return out
 
 
 def _modelled_imbalance(layout: Layout, params: Params, b: float) -> float:
@@ -313,13 +377,18 @@ def _per_stage(ctx: RunAnalysis, gap: float) -> str:
 
 
 def _remedy(ctx: RunAnalysis) -> str:
+    narrow = (
+        " A profile of one stage, or SGLang's per-rank device-time metrics "
+        "(--enable-metrics, captured with ppscope capture), narrows the range: they measure "
+        "what the model assumes."
+    )
     if ctx.pp > 1:
         return (
             "Profile one stage (torch profiler via /start_profile, or nsys) at this load and "
             "compare run_batch against recv and process_batch_result; newer SGLang releases "
-            "overlap PP communication (SGLANG_PP_COMM_OVERLAP)."
+            "overlap PP communication (SGLANG_PP_COMM_OVERLAP)." + narrow
         )
     return (
         "Profile a decode step at this load (torch profiler via /start_profile, or nsys): "
-        "all-reduce time, kernel time and CPU gaps."
+        "all-reduce time, kernel time and CPU gaps." + narrow
     )

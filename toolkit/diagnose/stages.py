@@ -1,5 +1,4 @@
-"""Stage rules: ``pp-lockstep-logging`` (info), ``stage-desync``, ``stage-imbalance``,
-``gpu-idle-bubbles``.
+"""Stage rules: ``pp-lockstep-logging`` (info), ``stage-desync``, ``gpu-idle-bubbles``.
 
 All PP stages print the same micro-batch at the same log ordinal by design (every stage runs the
 same scheduler on the same requests): identical lines are the baseline and get an info note. Stages
@@ -10,34 +9,24 @@ waiting for its peer as busy) or from the log's ``fwd occupancy``.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.config import layer_partition_of
-from toolkit.analyze.model import StageClock, Workload, layer_partition, predict
+from toolkit.analyze.model import Params, Workload, predict
 from toolkit.analyze.stages import desync_share
-from toolkit.diagnose.finding import Finding, severity_of
+from toolkit.diagnose.finding import Finding
+from toolkit.diagnose.noise import model_range
+from toolkit.diagnose.sizing import spread
 from toolkit.diagnose.slots import SLOT_TOLERANCE, certain_busy
-from toolkit.diagnose.thresholds import MIN_BUSY_SAMPLES
+from toolkit.diagnose.thresholds import IDLE, MIN_BUSY_SAMPLES, UNEXPLAINED_IDLE
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = [
-    "certain_busy",
-    "gpu_idle_bubbles",
-    "pp_lockstep_logging",
-    "split_source",
-    "stage_desync",
-    "stage_imbalance",
-]
+__all__ = ["certain_busy", "gpu_idle_bubbles", "pp_lockstep_logging", "stage_desync"]
 
 _DESYNC_EVIDENCE = ["kind", "ordinal", "ts", "running_req_min", "running_req_max", "token_min",
                     "token_max", "spread_s"]  # fmt: skip
-IMBALANCE = 1.15  # busiest stage over the mean that counts as imbalance
-IDLE = 0.40  # idle share of a decoding GPU worth explaining
-UNEXPLAINED = 0.15  # idle share beyond the model's that is a fault of its own
 
 
 def _stages_logging(ctx: RunAnalysis) -> int:
@@ -101,239 +90,6 @@ def stage_desync(ctx: RunAnalysis) -> Finding | None:
     )
 
 
-def _filled(ctx: RunAnalysis) -> list[dict[str, Any]]:
-    """Phases where enough requests ran to give every stage a micro-batch and they did."""
-    out = []
-    for r in ctx.phase_summary.iter_rows(named=True):
-        active = r["active_slots_est"]
-        if active is not None and math.isfinite(active) and active >= ctx.pp - SLOT_TOLERANCE:
-            out.append(r)
-    return out
-
-
-def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
-    """One stage is busier than the others: with a full pipeline it sets the pace."""
-    if ctx.pp < 2:
-        return None
-    full = _filled(ctx)
-    busy = _busy_when_full(ctx, [r["phase"] for r in full]) if full else None
-    if busy is None:
-        busy = ctx.busy
-    measure = "busy_pct" if busy["busy_pct"].null_count() < busy.height else "fwd_occupancy_pct"
-    values = busy.filter(pl.col(measure).is_not_null())
-    if values.height < 2:
-        return _split_imbalance(ctx, full)
-    mean = float(values[measure].mean() or 0.0)
-    ranked = values.sort(measure, descending=True)
-    top, low = ranked.row(0, named=True), ranked.row(-1, named=True)
-    if mean <= 0 or top[measure] / mean < IMBALANCE:
-        return None
-    ratio = top[measure] / mean
-    partition = _rebalanced(ctx, top["pp"], low["pp"])
-    text = ",".join(map(str, partition)) if partition else None
-    impact: float | None = None
-    basis: str | None = None
-    if full:
-        # With every stage holding a micro-batch the slowest stage sets the round: the others
-        # wait the difference, a share 1 − mean/max of each round.
-        impact, basis = max(0.0, 1 - mean / float(top[measure])), "measured"
-        when = (
-            f"With the pipeline full the slowest stage sets the round: the others wait, "
-            f"{impact:.0%} of each round on average."
-        )
-        gains = [_partition_gain(ctx, r, partition) for r in full] if partition else []
-        known = [g for g in gains if g is not None]
-        if known:
-            when += (
-                f" The serving model expects +{max(known):.0%} throughput with "
-                f"SGLANG_PP_LAYER_PARTITION={text}."
-            )
-    else:
-        when = (
-            "The pipeline was never full, so the slowest stage did not yet set the pace; it "
-            "will once the slots are filled."
-        )
-    remedy = (
-        f"SGLANG_PP_LAYER_PARTITION={text} (fewer layers on stage {top['pp']})"
-        if text
-        else "SGLANG_PP_LAYER_PARTITION with fewer layers on the busiest stage"
-    )
-    return Finding(
-        id="stage-imbalance",
-        severity=severity_of(impact) if full else "low",
-        title=f"Stage {top['pp']} is {ratio:.2f}× as busy as the mean stage",
-        summary=(
-            f"While decoding{' with the pipeline full' if full else ''}, stage {top['pp']} ran "
-            f"{top[measure]:.0f} % busy against a mean of {mean:.0f} % ({values['metric'][0]}). "
-            f"{_split_text(ctx)} {when}"
-        ),
-        evidence=_with_memory(
-            ctx,
-            values.select(
-                "pp", "gpus", "busy_pct", "samples", "fwd_occupancy_pct", "metric", "vs_mean"
-            ),
-        )
-        .with_columns(pl.col("busy_pct", "fwd_occupancy_pct", "vs_mean").round(2))
-        .head(20),
-        remedy=remedy + "; the first stage also holds the embedding, so measure after moving.",
-        impact=impact,
-        basis=basis,
-    )
-
-
-def _split_text(ctx: RunAnalysis) -> str:
-    """How the layers are split, in words: as set or measured, else SGLang's default."""
-    split = ctx.layout.layer_partition
-    if split is None:
-        return (
-            "The last stage also holds the lm_head, and the default partition gives the last "
-            "stages the extra layers."
-        )
-    return (
-        f"The layers are split {','.join(map(str, split))} ({split_source(ctx)}); the last "
-        "stage also holds the lm_head."
-    )
-
-
-def split_source(ctx: RunAnalysis) -> str | None:
-    """Where the layout's layer split comes from: the launch command, the stages' KV pools at
-    startup (``RunAnalysis.layout``), or None (SGLang's default split)."""
-    if ctx.layout.layer_partition is None:
-        return None
-    command = layer_partition_of(ctx.command[0]) if ctx.command else None
-    return "launch command" if command is not None else "KV pool per stage at startup"
-
-
-def _with_memory(ctx: RunAnalysis, busy: pl.DataFrame) -> pl.DataFrame:
-    """``busy`` with the weights each stage loaded at startup (``weight_gb``), when logged."""
-    memory = ctx.stage_memory.select(pl.col("pp").cast(busy.schema["pp"]), "weight_gb")
-    return busy.join(memory, on="pp", how="left")
-
-
-def _split_imbalance(ctx: RunAnalysis, full: list[dict[str, Any]]) -> Finding | None:
-    """Without a measure of each stage's busy time: the layer split of the run's model (the
-    last stage also holds the lm_head) says how much longer the slowest stage's step is.
-    It costs only when the pipeline was full."""
-    if ctx.params is None or not full:
-        return None
-    r = full[0]
-    b = max(round(r["slot_req"] or 1), 1)
-    try:
-        clock = StageClock(ctx.layout, ctx.params)
-    except ToolkitError:
-        return None
-    times = [clock.decode(k, b) for k in range(ctx.pp)]
-    mean, top = sum(times) / len(times), max(times)
-    if top <= 0 or top / mean < IMBALANCE:
-        return None
-    impact = 1 - mean / top
-    slowest = times.index(top)
-    counts = [s.layers for s in clock.stages]
-    partition = _rebalanced(ctx, slowest, times.index(min(times)))
-    text = ",".join(map(str, partition)) if partition else None
-    evidence = pl.DataFrame(
-        {
-            "pp": list(range(ctx.pp)),
-            "layers": counts,
-            "lm_head": [k == ctx.pp - 1 for k in range(ctx.pp)],
-            "step_ms": [round(x * 1e3, 2) for x in times],
-        }
-    )
-    # Modelled from the layer split only: a lead to measure, never proof enough for high.
-    severity = "medium" if severity_of(impact) == "high" else severity_of(impact)
-    return Finding(
-        id="stage-imbalance",
-        severity=severity,
-        title=f"Stage {slowest} holds the slowest step ({top / mean:.2f}× the mean stage)",
-        summary=(
-            f"No trace measures each stage's busy time, but the layer split of "
-            f"{ctx.model.describe()} over {ctx.pp} stages ({','.join(map(str, counts))}, the "
-            f"last with the lm_head) makes stage {slowest}'s step {top / mean:.2f}× the mean. "
-            f"With the pipeline full the slowest stage sets the round: the others wait "
-            f"{impact:.0%} of it (assuming SGLang ≥ 0.5.6's split, which gives one extra layer "
-            "to each of the last stages; older releases give the whole remainder to the last)."
-        ),
-        evidence=evidence,
-        remedy=(
-            f"SGLANG_PP_LAYER_PARTITION={text} (fewer layers on stage {slowest})"
-            if text
-            else "SGLANG_PP_LAYER_PARTITION with fewer layers on the slowest stage"
-        ),
-        impact=impact,
-        basis="modelled",
-    )
-
-
-def _rebalanced(ctx: RunAnalysis, busiest: int, idlest: int) -> tuple[int, ...] | None:
-    """The partition to try: the even split when the run's (set or measured) is uneven; the
-    remainder layers on the first stages when the last stage is the busiest (it also has the
-    lm_head); else one layer moved from the busiest stage to the idlest."""
-    if ctx.params is None:
-        return None
-    layers = ctx.params.model.layers
-    try:
-        default = layer_partition(layers, ctx.pp, ctx.layout.layer_partition)
-    except ToolkitError:
-        return None
-    if ctx.layout.layer_partition is not None:
-        # A split set or measured unevenly: the even one, before moving single layers.
-        even = layer_partition(layers, ctx.pp)
-        if busiest == ctx.pp - 1:
-            even = tuple(sorted(even, reverse=True))
-        if max(default) > max(even):
-            return even
-    elif busiest == ctx.pp - 1:
-        moved = tuple(sorted(default, reverse=True))
-        if moved != default:
-            return moved
-    counts = list(default)
-    if counts[busiest] <= 1 or busiest == idlest:
-        return None
-    counts[busiest] -= 1
-    counts[idlest] += 1
-    return tuple(counts)
-
-
-def _partition_gain(
-    ctx: RunAnalysis, row: dict[str, Any], partition: tuple[int, ...]
-) -> float | None:
-    """Share of model tok/s the current partition loses against ``partition`` in a phase."""
-    phase = ctx.phase(row["phase"])
-    c = row["offered"] or max(round(row["running_est"]), 1)
-    isl, osl = phase.get("input_len"), phase.get("output_len")
-    packed = {}
-    if row["slot_req"]:
-        packed = {"pp_max_micro_batch_size": max(round(row["slot_req"]), 1)}
-    now = ctx.model_tok_s(ctx.with_layout(**packed), c, isl, osl)
-    moved = ctx.model_tok_s(ctx.with_layout(layer_partition=partition, **packed), c, isl, osl)
-    if now is None or moved is None:
-        return None
-    return max(0.0, 1 - now / moved)
-
-
-def _busy_when_full(ctx: RunAnalysis, phases: list[int]) -> pl.DataFrame | None:
-    """Per stage busy over the phases with a full pipeline (trace only), ``STAGE_BUSY``-like."""
-    by_phase = certain_busy(ctx)
-    if by_phase is None or not by_phase.height:
-        return None
-    rows = by_phase.filter(pl.col("phase").is_in(phases))
-    if not rows.height:
-        return None
-    per_stage = rows.group_by("pp").agg(
-        pl.col("gpus").first(),
-        pl.col("busy_pct").mean(),
-        pl.col("samples").sum(),
-        pl.col("metric").first(),
-    )
-    mean = per_stage["busy_pct"].mean()
-    log = ctx.busy.select("pp", "fwd_occupancy_pct")
-    return (
-        per_stage.join(log, on="pp", how="left")
-        .with_columns(vs_mean=pl.col("busy_pct") / mean if mean else pl.lit(None, pl.Float64))
-        .sort("pp")
-    )
-
-
 IDLE_CAUSES = (
     "pp-underfilled-slots",
     "pp-low-concurrency",
@@ -384,14 +140,23 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
         for f in ctx.found
         if (f.id in IDLE_CAUSES and f.severity != "info") or f.id == "pp-low-concurrency"
     ]
-    unexplained = [r for r in idle if (r["unexplained"] or 0.0) >= UNEXPLAINED]
+    unexplained = [r for r in idle if (r["unexplained"] or 0.0) >= UNEXPLAINED_IDLE]
     if unexplained and not causes:
         worst = max(unexplained, key=lambda r: r["unexplained"])
         busy, expected_busy = worst["busy"], 1 - worst["expected_idle"]
-        impact = max(0.0, 1 - busy / expected_busy) if expected_busy > 0 else None
+        values = [1 - busy / e for e in _expected_range(ctx, worst) if e > 0]
+        sized = spread(
+            max(0.0, 1 - busy / expected_busy) if expected_busy > 0 else 0.0,
+            values,
+            basis="modelled",
+            where=ctx.load_of(worst["phase"]),
+            rests_on=("the serving model's busy share over its plausible constants",),
+        )
+        fields = sized.fields()
+        if fields["severity"] == "high":
+            fields["severity"] = "medium"  # a symptom: unexplained-slowdown sizes the cause
         return Finding(
             id="gpu-idle-bubbles",
-            severity=severity_of(impact, floor="medium"),
             title=f"GPUs idle {worst['idle']:.0%} while decoding at {worst['offered']} requests",
             summary=(
                 f"In phase {worst['phase']} the GPUs were busy {busy:.0%} of the time "
@@ -399,7 +164,8 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
                 f"active slots) lets the serving model expect {expected_busy:.0%}: "
                 f"{worst['unexplained']:.0%} of each GPU's time is bubbles the slots do not "
                 "explain (communication fences, a CPU-bound loop, or slow kernels), and no "
-                f"finding here accounts for them.{unsure_note}"
+                f"finding here accounts for them: {sized.words()} of the throughput."
+                f"{unsure_note}"
             ),
             evidence=evidence,
             remedy=(
@@ -408,9 +174,8 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
                 "at communication fences; SGLANG_PP_COMM_OVERLAP=1 (≥0.5.23) moves PP "
                 "communication off the compute stream."
             ),
-            impact=impact,
-            basis="modelled",
             phase=worst["phase"],
+            **fields,
         )
     worst = max(idle, key=lambda r: r["idle"])
     expected = worst["expected_idle"]
@@ -500,9 +265,23 @@ def _measured_busy(ctx: RunAnalysis) -> dict[int, tuple[float, str]]:
     }
 
 
-def _expected_busy(ctx: RunAnalysis, s: dict[str, Any], offered: int) -> float | None:
-    """Mean stage busy share the serving model expects for the phase as packed."""
-    if ctx.params is None:
+def _expected_range(ctx: RunAnalysis, row: dict[str, Any]) -> list[float]:
+    """The mean stage busy share the serving model expects for a ``_phase_idle`` row, under
+    every plausible variant of its constants."""
+    summary = ctx.phase_summary.filter(pl.col("phase") == row["phase"])
+    if not summary.height:
+        return []
+    s = summary.row(0, named=True)
+    return model_range(ctx, lambda params: _expected_busy(ctx, s, row["offered"], params))
+
+
+def _expected_busy(
+    ctx: RunAnalysis, s: dict[str, Any], offered: int, params: Params | None = None
+) -> float | None:
+    """Mean stage busy share the serving model expects for the phase as packed (under
+    ``params``, by default the run's fit)."""
+    params = params or ctx.params
+    if params is None:
         return None
     phase = ctx.phase(s["phase"])
     isl = round(phase.get("input_len") or 1000)
@@ -511,7 +290,7 @@ def _expected_busy(ctx: RunAnalysis, s: dict[str, Any], offered: int) -> float |
     if ctx.pp > 1 and s["slot_req"]:
         layout = ctx.with_layout(pp_max_micro_batch_size=max(round(s["slot_req"]), 1))
     try:
-        pred = predict(layout, Workload(offered, max(isl, 1), max(osl, 1)), ctx.params)
+        pred = predict(layout, Workload(offered, max(isl, 1), max(osl, 1)), params)
     except (ToolkitError, ZeroDivisionError, ValueError):  # a launch the model cannot represent
         return None
     busy = pred.stage_busy

@@ -9,7 +9,7 @@ the highest-concurrency point of each non-PP layout; every other point is then a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -125,12 +125,13 @@ def fit(
     model: ModelSpec,
     prior: Hardware,
     prior_sources: Mapping[str, str] | None = None,
-    high_load: bool = False,
+    high_load: bool | Collection[str] = False,
 ) -> Fit:
     """Calibrate β, the per-hop cost, α_AR and the overhead from the single-stream points.
 
     Calibration points are every ``concurrency == 1`` point (with ``high_load``, also the
-    highest-concurrency point of each non-PP layout). Each is a trip, linear in the unknowns:
+    highest-concurrency point of each non-PP layout; a collection of labels limits that to
+    the points of those labels). Each is a trip, linear in the unknowns:
     ``T = Σ_k B_k(b)/tp · (1/β) + N_AR·α_AR + hops·hop + overhead``, ``T = running / tok_s``.
     Unknowns are solved by least squares in the order α_AR, hop, β, overhead as far as the
     points make them independent; the others, and any that come out non-positive, keep the
@@ -150,7 +151,12 @@ def fit(
                 best[key] = row
     calib = [r for r in rows if r["concurrency"] == 1]
     if high_load:
-        calib += [r for r in best.values() if r["concurrency"] > 1]
+        allowed = None if isinstance(high_load, bool) else set(high_load)
+        calib += [
+            r
+            for r in best.values()
+            if r["concurrency"] > 1 and (allowed is None or r["label"] in allowed)
+        ]
     base = Params(model, prior)
     equations: list[tuple[dict[str, float], float]] = []
     for row in calib:
