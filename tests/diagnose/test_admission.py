@@ -74,11 +74,12 @@ def test_a_queue_only_at_the_opening_burst_is_no_queued_phase(tmp_path: Path) ->
 
 def test_a_cap_on_every_phase_leaves_the_growth_unmeasured(tmp_path: Path) -> None:
     """Without the cap the 128 would run 16 a slot; no phase of the run ran more than 8 a slot
-    (the cap holds in every phase) and the run has no sweep, so the cost is assumed in
-    proportion and said to be an upper bound of the decode cost."""
+    (the cap holds in every phase) and the run has no sweep, so the growth is assumed between
+    the square root of the load and in proportion, and the range says so."""
     ctx = _run(tmp_path, 14, 14)
     found = running_cap(ctx)
     assert found is not None and found.basis == "assumed"
-    assert found.impact == pytest.approx(1 - 64 / 128, abs=0.02)
-    assert "assumed to grow in proportion" in found.summary
-    assert "upper bound of the decode cost" in found.summary
+    assert found.impact_range == pytest.approx((1 - 0.5**0.5, 1 - 0.5), abs=0.02)
+    assert found.impact == pytest.approx(1 - 0.5**0.75, abs=0.02)
+    assert found.severity == "high"  # even the square-root growth loses 29 %
+    assert "between the square root of the load and in proportion" in found.summary

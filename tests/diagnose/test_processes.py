@@ -40,16 +40,18 @@ def test_the_fixture_names_the_process_its_gpu_and_stage() -> None:
     assert row["used_memory_mib"] == 24000.0
     assert row["memory_share"] == pytest.approx(24000 / 94000)
     assert row["listings"] == "1 of 1" and row["gpu_note"] is None
-    assert found.severity == "medium"  # 26 % ≥ FOREIGN_MEMORY_SHARE
+    assert found.severity == "info" and found.impact is None  # nothing sizes its cost
+    assert "large share of the GPU's memory" in found.summary  # 26 % ≥ FOREIGN_MEMORY_SHARE
     assert "pid 51234" in found.summary and "GPU 3 (PP3)" in found.summary
     assert "24000 MiB, 26% of the memory listed there" in found.summary
     assert "foreign-gpu-process" in {f.id for f in diagnose([RunAnalysis(FIXTURE)])}
 
 
-def test_a_small_foreign_process_is_low(tmp_path: Path) -> None:
+def test_a_small_foreign_process_is_a_note(tmp_path: Path) -> None:
     small = f"2026/05/01 10:07:30.005, {UUID.format(5)}, 777, python3, 1024 MiB"
     found = foreign_gpu_process(RunAnalysis(_run(tmp_path, [small])))
-    assert found is not None and found.severity == "low"
+    assert found is not None and found.severity == "info"
+    assert "check whether it computes while the server runs" in found.summary
     assert found.evidence["memory_share"][0] < FOREIGN_MEMORY_SHARE
     assert found.evidence["stage"][0] == "PP5"
 
@@ -71,7 +73,7 @@ def test_a_gpu_the_layout_does_not_use_is_left_out_and_counted(tmp_path: Path) -
     found = foreign_gpu_process(RunAnalysis(run))
     assert found is not None and found.evidence["pid"].to_list() == [601]
     assert "1 other process(es) on GPUs the run does not use are left out" in found.summary
-    assert found.severity == "low"  # the large one is on no GPU of the run
+    assert "large share" not in found.summary  # the large one is on no GPU of the run
 
 
 def test_an_unmapped_gpu_is_said_so_not_guessed(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from toolkit.diagnose.sizing import share as share_sized
 from toolkit.diagnose.slots import measured_round
 from toolkit.diagnose.thresholds import (
     ASSUMED_ELASTICITY,
+    ASSUMED_MODEL_ERROR,
     KV_FULL,
     MODEL_AGREEMENT,
     NEAR_CAP,
@@ -165,6 +166,9 @@ def queued_cost(
             basis="measured",
             where=where,
             rests_on=(f"sweep elasticity {low_e:.2f}–{high_e:.2f}", noise_words),
+        ).widened(
+            ASSUMED_MODEL_ERROR,
+            f"±{ASSUMED_MODEL_ERROR:.0%} for carrying that growth up to {offered} (assumed)",
         )
         return sized, (
             f" This run's sweep grows ×{2**e:.2f} per doubling of load below {offered} "
@@ -186,6 +190,11 @@ def queued_cost(
             rests_on=(noise_words, "rounds this run measured at that micro-batch size"),
         )
         if sized_rounds is not None:
+            sized_rounds = sized_rounds.widened(
+                ASSUMED_MODEL_ERROR,
+                f"±{ASSUMED_MODEL_ERROR:.0%} for the admission replay and the round between "
+                "measured sizes (assumed)",
+            )
             return sized_rounds, text + f" The cap costs {sized_rounds.words()}."
     seen = _measured_tok_s(ctx, phase)
 

@@ -59,14 +59,15 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
     if mean <= 0 or top[measure] / mean < IMBALANCE:
         return None
     ratio = top[measure] / mean
-    partition = _rebalanced(ctx, top["pp"], low["pp"])
-    text = ",".join(map(str, partition)) if partition else None
     metric = values["metric"][0]
+    shares = {int(r["pp"]): float(r[measure]) for r in values.iter_rows(named=True)}
+    measured = _measured_split(ctx, shares)
+    partition = measured[0] if measured else _rebalanced(ctx, top["pp"], low["pp"])
+    text = ",".join(map(str, partition)) if partition else None
     sized: Sizing | None = None
     if full and partition:
         where = ctx.load_of(max(full, key=load_of_row)["phase"])
-        shares = {int(r["pp"]): float(r[measure]) for r in values.iter_rows(named=True)}
-        sized = _sized(ctx, full, partition, shares, where, metric)
+        sized = _sized(ctx, full, partition, measured, where, metric)
     if sized is not None:
         when = (
             f"With the pipeline full the slowest stage sets the round; "
@@ -112,51 +113,93 @@ def _sized(
     ctx: RunAnalysis,
     full: list[dict[str, Any]],
     partition: tuple[int, ...],
-    shares: dict[int, float],
+    measured: tuple[tuple[int, ...], float, float] | None,
     where: str,
     metric: str,
 ) -> Sizing | None:
-    """The split's gain at the fullest phase: measured from the busy shares (a stage's time
-    scales with its layers, within their noise) and modelled under every plausible variant."""
-    values: list[float] = []
-    reasons = []
-    measured = _measured_gain(ctx, partition, shares)
+    """The split's gain at the fullest phase: from the measured busy shares when the run has
+    them (``_measured_split``: between the last stage's excess fixed and all of its time moving
+    with its layers, each end within the shares' noise), else by the serving model under every
+    plausible variant of its constants."""
     if measured is not None:
-        values += [_moved(measured, -MIN_NOISE), measured, _moved(measured, MIN_NOISE)]
-        reasons.append(f"busy shares ({metric}) scaled by each stage's layers")
+        _, low, high = measured
+        return spread(
+            (low + high) / 2,
+            [max(0.0, low - MIN_NOISE), high + MIN_NOISE],
+            basis="measured",
+            where=where,
+            rests_on=(
+                f"busy shares ({metric}) scaled by each stage's layers, the last stage's "
+                "excess over the others' per-layer time fixed (lm_head) or moving with them",
+            ),
+        )
     row = max(full, key=load_of_row)
     modelled = _partition_gain(ctx, row, partition)
-    if modelled is not None:
-        values.append(modelled)
-        values += model_range(ctx, lambda params: _partition_gain(ctx, row, partition, params))
-        reasons.append("the serving model over its plausible constants")
-    if not values:
+    if modelled is None:
         return None
-    central = measured if measured is not None else modelled
-    assert central is not None
-    basis = "measured" if measured is not None else "modelled"
-    return spread(central, values, basis=basis, where=where, rests_on=reasons)
+    variants = model_range(ctx, lambda params: _partition_gain(ctx, row, partition, params))
+    return spread(
+        modelled,
+        [modelled, *variants],
+        basis="modelled",
+        where=where,
+        rests_on=("the serving model over its plausible constants",),
+    )
 
 
-def _moved(impact: float, by: float) -> float:
-    return max(0.0, impact + by)
-
-
-def _measured_gain(
-    ctx: RunAnalysis, partition: tuple[int, ...], shares: dict[int, float]
-) -> float | None:
-    """``1 − max_after/max_now`` of the stages' measured busy shares, each stage's share scaled
-    by its layers after over before; None without the current split's layer counts."""
+def _measured_split(
+    ctx: RunAnalysis, shares: dict[int, float]
+) -> tuple[tuple[int, ...], float, float] | None:
+    """The layer split the measured busy shares call for, and its gain (``1 − max_after /
+    max_now``) at the two ends of what the shares allow: the last stage's excess over the other
+    stages' time per layer fixed (its lm_head does not move: the low end), or all of every
+    stage's time moving with its layers (the high end). Layers move one at a time from the
+    slowest stage to the fastest while that shortens the slowest, under the low end's
+    arithmetic. None without the current split's layer counts or a gain."""
     layers = ctx.params.model.layers if ctx.params is not None else None
-    if layers is None or len(shares) != ctx.pp:
+    if layers is None or sorted(shares) != list(range(ctx.pp)):
         return None
     try:
         now = layer_partition(layers, ctx.pp, ctx.layout.layer_partition)
     except ToolkitError:
         return None
-    before = max(shares.values())
-    after = max(shares[k] * partition[k] / now[k] for k in range(ctx.pp) if now[k] > 0)
-    return max(0.0, 1 - after / before) if before > 0 else None
+    times = [shares[k] for k in range(ctx.pp)]
+    rates = [t / n for t, n in zip(times, now, strict=True)]
+    others = sum(rates[:-1]) / (ctx.pp - 1)
+    fixed = [0.0] * (ctx.pp - 1) + [max(0.0, times[-1] - others * now[-1])]
+    kept = [*rates[:-1], min(rates[-1], others)]
+    split = _greedy(list(now), kept, fixed)
+    if tuple(split) == tuple(now):
+        return None
+    before = max(times)
+    low = 1 - max(f + r * n for f, r, n in zip(fixed, kept, split, strict=True)) / before
+    high = 1 - max(r * n for r, n in zip(rates, split, strict=True)) / before
+    if max(low, high) <= 0:
+        return None
+    return tuple(split), max(0.0, min(low, high)), max(low, high)
+
+
+def _greedy(counts: list[int], rates: list[float], fixed: list[float]) -> list[int]:
+    """Move one layer at a time from the slowest stage to the one that is fastest after taking
+    it, while the slowest stage's time shrinks; stages keep at least one layer."""
+
+    def time(k: int, n: int) -> float:
+        return fixed[k] + rates[k] * n
+
+    for _ in range(sum(counts)):
+        slow = max(range(len(counts)), key=lambda k: time(k, counts[k]))
+        fast = min(range(len(counts)), key=lambda k: time(k, counts[k] + 1))
+        if slow == fast or counts[slow] <= 1:
+            break
+        before = max(time(k, counts[k]) for k in range(len(counts)))
+        counts[slow] -= 1
+        counts[fast] += 1
+        after = max(time(k, counts[k]) for k in range(len(counts)))
+        if after >= before - 1e-9:
+            counts[slow] += 1
+            counts[fast] -= 1
+            break
+    return counts
 
 
 def _split_text(ctx: RunAnalysis) -> str:
@@ -217,7 +260,7 @@ def _split_imbalance(ctx: RunAnalysis, full: list[dict[str, Any]]) -> Finding | 
         }
     )
     where = ctx.load_of(max(full, key=load_of_row)["phase"])
-    sized = _sized(ctx, full, partition, {}, where, "model") if partition else None
+    sized = _sized(ctx, full, partition, None, where, "model") if partition else None
     gain = (
         f" SGLANG_PP_LAYER_PARTITION={text} recovers {sized.words()} by the serving model."
         if sized is not None

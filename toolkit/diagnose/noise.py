@@ -20,7 +20,9 @@ from toolkit.diagnose.thresholds import ASSUMED_MODEL_ERROR, MIN_NOISE
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["model_band", "model_range", "throughput_noise"]
+__all__ = ["busy_noise", "model_band", "model_range", "throughput_noise"]
+
+_BUSY_COLUMNS = {"sm_active": "sm_active", "util_pct": "util_pct"}
 
 
 def throughput_noise(ctx: RunAnalysis, phase: int | None) -> tuple[float, str]:
@@ -52,6 +54,28 @@ def throughput_noise(ctx: RunAnalysis, phase: int | None) -> tuple[float, str]:
         noise = max(MIN_NOISE, 2 * _robust_cv(lines) / math.sqrt(len(lines)))
         return noise, f"{len(lines)} steady decode lines' throughput: ±{noise:.0%}"
     return MIN_NOISE, f"measurement noise ±{MIN_NOISE:.0%} (assumed: too few lines)"
+
+
+def busy_noise(ctx: RunAnalysis, phase: int, gpus: Sequence[int], metric: str) -> float:
+    """Relative half-width (two standard errors, as a share of the round) of a stage's busy
+    share in ``phase``: the scatter of its GPUs' ``metric`` samples in the phase's steady
+    window over their count; ``MIN_NOISE`` added for what one sample averages."""
+    samples = ctx.gpu_samples
+    column = _BUSY_COLUMNS.get(metric)
+    window = ctx.phase_summary.filter(pl.col("phase") == phase)
+    if samples is None or column is None or column not in samples.columns or not window.height:
+        return MIN_NOISE + 0.1
+    start, end = window["steady_start"][0], window["steady_end"][0]
+    if start is None or end is None:
+        return MIN_NOISE + 0.1
+    values = samples.filter(pl.col("gpu").is_in(list(gpus)) & pl.col("ts").is_between(start, end))[
+        column
+    ].drop_nulls()
+    if values.len() < 3:
+        return MIN_NOISE + 0.1
+    scale = 100.0 if column == "util_pct" else 1.0  # sm_active is a ratio, util a percentage
+    std = float(values.std() or 0.0) / scale
+    return MIN_NOISE + 2 * std / math.sqrt(values.len())
 
 
 def _steady_rates(ctx: RunAnalysis, phase: int) -> list[float]:

@@ -54,9 +54,9 @@ def pp_underfilled_slots(ctx: RunAnalysis) -> Finding | None:
     candidates = [r for r in rows if not r["verdict"].startswith("inherent")]
     best = max(faults, key=load_of_row)  # scaling is about the top: the highest load that packs
     c = load_of_row(best)
-    imbalance = slowest_stage_ratio(ctx)
-    cap = _best_cap(ctx, best, curve, imbalance[0]) or max(math.ceil(c / p), 1)
-    estimate = _Estimate(ctx, rows, curve, imbalance)
+    first = slowest_stage_ratio(ctx, best["slot_req"] or 1.0)
+    cap = _best_cap(ctx, best, curve, first[0]) or max(math.ceil(c / p), 1)
+    estimate = _Estimate(ctx, rows, curve, slowest_stage_ratio(ctx, cap))
     for r in rows:
         r.update(estimate.model_columns(r, cap))
     remedies = remedy_runs(ctx, _SETTING, lambda x: x.layout.pp_max_micro_batch_size)
@@ -99,10 +99,12 @@ class _Estimate:
         ctx: RunAnalysis,
         rows: list[dict[str, Any]],
         curve: TripCurve | None,
-        imbalance: tuple[float, str],
+        imbalance: tuple[float, float, str],
     ):
         self.ctx, self.rows, self.curve = ctx, rows, curve
-        self.imbalance, self.imbalance_words = imbalance
+        low, high, self.imbalance_words = imbalance
+        self.imbalances = (low, high) if high > low else (low,)
+        self.imbalance = low
         self.by_load = {load_of_row(r): r for r in rows}
         self.curve_error = (
             _curve_error(ctx, rows, curve, self.imbalance) if curve is not None else None
@@ -126,12 +128,12 @@ class _Estimate:
         if now is None:
             return None
         if self.curve is not None and self.curve_error is not None:
-            gain = _gain(self.ctx, self.curve, r, cap, self.imbalance)
-            if gain is None:
+            gains = [_gain(self.ctx, self.curve, r, cap, x) for x in self.imbalances]
+            if any(g is None for g in gains):
                 return None
             error = self.curve_error[0]
-            after = now * gain * self.scale
-            return Promised(after, after / (1 + error), after * (1 + error))
+            after = [now * g * self.scale for g in gains if g is not None]
+            return Promised(after[0], min(after) / (1 + error), max(after) * (1 + error))
         values = self._modelled(r, cap)
         if not values:
             return None

@@ -36,13 +36,12 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from toolkit.analyze.model import Layout, Params, StageClock, Workload, predict
-from toolkit.analyze.model.ranges import PLAUSIBLE
 from toolkit.diagnose.cudagraph import eager_cost_in, eager_effect
 from toolkit.diagnose.finding import Finding
-from toolkit.diagnose.noise import model_band, model_range
+from toolkit.diagnose.noise import busy_noise, model_band
 from toolkit.diagnose.sizing import spread
 from toolkit.diagnose.slots import certain_busy, full_pipeline_idle, judged, measured_round
-from toolkit.diagnose.thresholds import MIN_NOISE, MIN_UNEXPLAINED
+from toolkit.diagnose.thresholds import HEALTHY_IDLE, MIN_NOISE, MIN_UNEXPLAINED
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
@@ -135,9 +134,9 @@ def _from_idle(
     if eager and (any(n.finding.basis == "assumed" for n in eager) or _eager_bounded(ctx)):
         return None  # launch gaps are idle time the factor does not size: they are it
     explained = min(idle, sum(n.impact for n in eager))
-    expected, expected_words = _expected_idle(ctx, r)
+    expected, expected_words = _expected_idle(ctx, r, measured)
     central = idle - explained - expected[0]
-    noise = MIN_NOISE + 2 / math.sqrt(max(int(top["samples"] or 1), 1))
+    noise = busy_noise(ctx, r["phase"], top["gpus"] or [], str(top["metric"]))
     values = [idle - explained - e + sign * noise for e in expected for sign in (-1, 1)]
     where = ctx.load_of(r["phase"])
     sized = spread(
@@ -183,31 +182,30 @@ def _from_idle(
     )
 
 
-def _expected_idle(ctx: RunAnalysis, r: dict[str, Any]) -> tuple[list[float], str]:
+def _expected_idle(ctx: RunAnalysis, r: dict[str, Any], measured: float) -> tuple[list[float], str]:
     """The idle share of the busiest stage the serving model expects in phase ``r`` (its
-    per-step overhead and hops), under its fit then every plausible variant; without the
-    model, none up to the plausible per-step overhead over the measured round."""
-    layout = _packed(ctx, r)
-    load = _workload(ctx, r)
-
-    def idle(params: Params) -> float | None:
+    per-step overhead and hops), under its fit and every plausible variant whose round is no
+    longer than the measured one (an unexplained cost can only add time: a variant slower
+    than the run is not this machine); without any, none up to ``HEALTHY_IDLE``."""
+    layout, load = _packed(ctx, r), _workload(ctx, r)
+    values = []
+    for params in (
+        [ctx.params, *(v.params for v in ctx.model_variants)] if ctx.params is not None else []
+    ):
         try:
-            busy = predict(layout, load, params).stage_busy
+            pred = predict(layout, load, params)
         except (ToolkitError, ZeroDivisionError, ValueError):
-            return None
-        return max(0.0, 1 - max(busy)) if busy else None
-
-    if ctx.params is not None:
-        central = idle(ctx.params)
-        if central is not None:
-            values = [central, *model_range(ctx, idle)]
-            return values, (
-                f"model idle {min(values):.0%}–{max(values):.0%} over its plausible constants"
-            )
-    rnd = measured_round(ctx, r) or 0.0
-    steps = max(1.0, (r["active_slots_est"] or 1.0)) if ctx.pp > 1 else 1.0
-    top = PLAUSIBLE["overhead_s"]["any"][1] * steps / rnd if rnd > 0 else 0.0
-    return [0.0, min(top, 1.0)], f"per-step overhead 0–{min(top, 1.0):.0%} of the round (assumed)"
+            continue
+        if pred.stage_busy and 0 < pred.round_s <= measured * (1 + MIN_NOISE):
+            values.append(max(0.0, 1 - max(pred.stage_busy)))
+    if values:
+        return values, (
+            f"model idle {min(values):.0%}–{max(values):.0%} over its plausible constants"
+        )
+    return [0.0, HEALTHY_IDLE], (
+        f"0–{HEALTHY_IDLE:.0%} idle between steps (assumed: the serving model does not "
+        "reproduce this round)"
+    )
 
 
 def _packed(ctx: RunAnalysis, r: dict[str, Any]) -> Layout:

@@ -262,13 +262,14 @@ def _measured_depth(
     return None
 
 
-def slowest_stage_ratio(ctx: RunAnalysis) -> tuple[float, str]:
-    """(busiest stage over the mean stage, where that comes from): the stages' measured busy
-    shares while decoding, else the model's step of each stage from the layer split, else 1
-    (assumed even). With every stage holding work the slowest sets the round, so a full
-    pipeline's round is this ratio times the mean stage's share of a trip."""
+def slowest_stage_ratio(ctx: RunAnalysis, b: float = 1.0) -> tuple[float, float, str]:
+    """(low, high, where that comes from) of the busiest stage over the mean stage: the
+    stages' measured busy shares while decoding (one value), else between even stages and the
+    model's step of each stage from the layer split at micro-batch ``b`` (an assumption: both
+    ends), else 1 (assumed even). With every stage holding work the slowest sets the round,
+    so a full pipeline's round is this ratio times the mean stage's share of a trip."""
     if ctx.pp < 2:
-        return 1.0, "one stage"
+        return 1.0, 1.0, "one stage"
     busy = ctx.busy
     for column in ("busy_pct", "fwd_occupancy_pct"):
         if column not in busy.columns:
@@ -278,17 +279,25 @@ def slowest_stage_ratio(ctx: RunAnalysis) -> tuple[float, str]:
         if isinstance(mean, float) and mean > 0:
             top = float(values.max())  # type: ignore[arg-type]
             metric = busy["metric"][0] if "metric" in busy.columns else column
-            return top / mean, f"busiest stage {top / mean:.2f}× the mean ({metric})"
+            ratio = top / mean
+            return ratio, ratio, f"busiest stage {ratio:.2f}× the mean ({metric})"
     if ctx.params is not None:
         try:
             clock = StageClock(ctx.layout, ctx.params)
-            times = [clock.decode(k, 1.0) for k in range(ctx.pp)]
+            times = [clock.decode(k, b) for k in range(ctx.pp)]
         except (ToolkitError, ZeroDivisionError, ValueError):
             times = []
         if times and sum(times) > 0:
             ratio = max(times) * len(times) / sum(times)
-            return ratio, f"busiest stage {ratio:.2f}× the mean (modelled from the layer split)"
-    return 1.0, "stages assumed even (no per-stage measure)"
+            return (
+                1.0,
+                ratio,
+                (
+                    f"busiest stage 1–{ratio:.2f}× the mean: even, up to what the layer split "
+                    "gives by the serving model (no per-stage measure)"
+                ),
+            )
+    return 1.0, 1.0, "stages assumed even (no per-stage measure)"
 
 
 def certain_busy(ctx: RunAnalysis) -> pl.DataFrame | None:

@@ -153,8 +153,6 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
             rests_on=("the serving model's busy share over its plausible constants",),
         )
         fields = sized.fields()
-        if fields["severity"] == "high":
-            fields["severity"] = "medium"  # a symptom: unexplained-slowdown sizes the cause
         return Finding(
             id="gpu-idle-bubbles",
             title=f"GPUs idle {worst['idle']:.0%} while decoding at {worst['offered']} requests",

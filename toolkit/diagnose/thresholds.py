@@ -60,3 +60,4 @@ BEHIND = 0.8  # ... while delivering less than this share of the other layout
 DECLINE = 0.9  # more load giving less than this share of the throughput
 MIN_PREFILL_LOSS = 0.05  # decode throughput lost to prefill windows worth a finding
 MIN_UNEXPLAINED = 0.10  # share of a round the model cannot explain worth a finding
+HEALTHY_IDLE = 0.10  # a full pipeline's slowest stage idles up to this between graph steps
