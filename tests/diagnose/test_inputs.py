@@ -30,7 +30,7 @@ def test_a_log_alone_skips_the_checks_that_need_more(tmp_path: Path) -> None:
         "foreign-gpu-process": "process listing",
         "gpu-idle-bubbles": "GPU trace",
         "scaling-collapse": "benchmark results",
-        "unexplained-slowdown": "GPU trace",
+        "unexplained-slowdown": "benchmark results",
     }
     assert all(r["supply"] for r in rows)
 
@@ -83,3 +83,62 @@ def test_diagnose_lists_skipped_checks(tmp_path: Path, capsys: pytest.CaptureFix
     text = capsys.readouterr().out
     assert "skipped 5 check(s) for lack of input" in text
     assert "gpu-idle-bubbles: no GPU trace; record `nvidia-smi" in text
+
+
+# -- every input removed in turn ------------------------------------------------------------------
+
+
+def _without_dump(run: Path) -> None:
+    log = run / "server.log"
+    lines = log.read_text(encoding="utf-8").splitlines()
+    log.write_text("\n".join(x for x in lines if "server_args=" not in x) + "\n", encoding="utf-8")
+
+
+def _without_command(run: Path) -> None:
+    toml = run / "run.toml"
+    lines = toml.read_text(encoding="utf-8").splitlines()
+    toml.write_text("\n".join(x for x in lines if not x.startswith("command")) + "\n")
+
+
+REMOVALS = {
+    "server log": lambda run: (run / "server.log").unlink(),
+    "ServerArgs dump": _without_dump,
+    "launch command": _without_command,
+    "benchmark results": lambda run: (run / "bench.jsonl").unlink(),
+    "GPU trace": lambda run: (run / "gpu.csv").unlink(),
+    "process listing": lambda run: (run / "compute-apps.csv").unlink(),
+}
+"""Input → how to take it out of a copy of a complete run directory."""
+
+
+@pytest.fixture(scope="module")
+def complete(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Complete runs: the sample's PP8 and TP8, and a scenario with several injected causes
+    (log, results, GPU trace, process listing and run.toml each)."""
+    from helpers.scenarios import build
+
+    root = tmp_path_factory.mktemp("complete")
+    runs = {name: SAMPLE / name for name in ("pp8", "tp8")}
+    several = build("pp8-several-causes", root / "pp8-several-causes")
+    shutil.copy(SAMPLE / "pp8" / "compute-apps.csv", several / "compute-apps.csv")
+    runs["pp8-several-causes"] = several
+    return runs
+
+
+@pytest.mark.parametrize("name", ["pp8", "tp8", "pp8-several-causes"])
+@pytest.mark.parametrize("removed", list(REMOVALS))
+def test_a_finding_an_input_carried_reappears_as_a_skip(
+    complete: dict[str, Path], tmp_path: Path, name: str, removed: str
+) -> None:
+    """No silent clears: take one input out of a complete run, and every check whose finding
+    goes away with it is listed as skipped, naming an input the run now lacks."""
+    before = {f.id for f in diagnose([RunAnalysis(complete[name])])}
+    run = tmp_path / name
+    shutil.copytree(complete[name], run, ignore=shutil.ignore_patterns(".ppscope-cache"))
+    REMOVALS[removed](run)
+    ctx = RunAnalysis(run)
+    after = {f.id for f in diagnose([ctx])}
+    skipped = {r["check"]: r["missing"] for r in skipped_checks([ctx])}
+    gone = before - after - {"input-mismatch"}
+    unlisted = sorted(gone - set(skipped))
+    assert not unlisted, f"{name} without its {removed}: {unlisted} vanished unlisted"

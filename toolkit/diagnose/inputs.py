@@ -117,7 +117,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "kv-cache-pressure": ("server log",),
     "cuda-graph-miss": ("CUDA-graph flag",),
     "foreign-gpu-process": ("process listing",),
-    "stage-imbalance": ("stage times",),
+    "stage-imbalance": ("decode lines", "stage times"),
     "gpu-idle-bubbles": ("GPU trace", "decode lines"),
     "prefill-interference": ("decode lines",),
     "scaling-collapse": ("benchmark results",),
@@ -125,10 +125,16 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "pp-empty-async-slots": ("decode lines", "launch settings"),
     "pp-low-concurrency": ("decode lines",),
     "pp-lockstep-logging": ("decode lines",),
-    # To clear a run it takes both ways: the serving model (the architecture) for kernels
-    # slower than the layout explains, the GPU trace for idle the model does not predict.
-    # Either alone can name a gap, and a check that named one ran.
-    "unexplained-slowdown": ("model architecture", "GPU trace"),
+    # To clear a run it takes both ways: the serving model (the architecture, calibrated on the
+    # benchmark's single-stream results) for kernels slower than the layout explains, the GPU
+    # trace for idle the model does not predict. Either alone can name a gap, and a check that
+    # named one ran.
+    "unexplained-slowdown": (
+        "decode lines",
+        "model architecture",
+        "benchmark results",
+        "GPU trace",
+    ),
 }
 """Check id → the inputs it needs to clear a run; a check with one missing that found nothing
 is skipped on that run."""
