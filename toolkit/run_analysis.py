@@ -8,7 +8,6 @@ GPU trace never loads one and a rule that needs only the config never reads the 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -28,6 +27,7 @@ from toolkit.analyze.config import (
 )
 from toolkit.analyze.cudagraph import cuda_graph_coverage, graph_summary
 from toolkit.analyze.kv import RETRACTION_PREFIXES, kv_pressure, retractions
+from toolkit.analyze.launches import LaunchViews
 from toolkit.analyze.model import Fit, Layout, Params, Workload, fit, observed_frame, predict
 from toolkit.analyze.model.admission import replay_model
 from toolkit.analyze.model.catalog import ModelIdentity, model_spec
@@ -40,6 +40,7 @@ from toolkit.analyze.partition import stage_memory, uneven_partition
 from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.stages import (
     LOG_INTERVAL,
+    apart_note,
     phase_busy,
     stage_busy,
     stage_desync,
@@ -52,10 +53,8 @@ from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_comman
 
 __all__ = ["RunAnalysis", "model_groups", "observed_points"]
 
-_LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
-
-class RunAnalysis:
+class RunAnalysis(LaunchViews):
     """The analyses of one run directory, on first use.
 
     Parameters
@@ -290,7 +289,7 @@ class RunAnalysis:
         """Inputs that do not belong together (``Run.mismatches``), and the GPU clock's notes."""
         return gpu_clock.clock_notes(
             self.run, self.gpu_placement, self.gpu_placed, self.clock_candidate, self.clock_shift
-        )
+        ) + apart_note(self.timeline)
 
     @cached_property
     def roles(self) -> pl.DataFrame | None:
@@ -445,6 +444,7 @@ class RunAnalysis:
             "model": self.model.to_dict(),
             "hardware": self.machine.to_dict(),
             "constants": dict(self.fit.sources) if self.fit is not None else None,
+            **self.launch_record(),
         }
 
     def shares_machine(self, other: RunAnalysis) -> bool:

@@ -80,6 +80,7 @@ class Finding:
     impact: float | None = None
     basis: str | None = None
     phase: int | None = None
+    launch: str | None = None
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -95,6 +96,7 @@ class Finding:
             "id": self.id,
             "severity": self.severity,
             "run": self.run,
+            "launch": self.launch,
             "title": self.title,
             "summary": self.summary,
             "evidence": [
