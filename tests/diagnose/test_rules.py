@@ -56,6 +56,7 @@ CASES = [
     ("pp-lockstep-logging", "pp8-filled", "info", "pp4-desync"),
     ("unexplained-slowdown", "pp8-underfilled", "medium", "tp8"),
     ("input-mismatch", "pp8-restart", "info", "pp8-underfilled"),
+    ("server-restart", "pp4-crash", "info", "pp8-restart"),
     ("foreign-gpu-process", "pp8-foreign-process", "medium", "pp8-filled"),
 ]
 HEALTHY = ("tp8", "pp8-filled", "pp8-low-c")
@@ -168,11 +169,12 @@ def test_json_shape_of_a_finding() -> None:
     found = diagnose([ctx("pp8-underfilled")])[0]
     d = found.to_dict()
     assert list(d) == [
-        "id", "severity", "run", "title", "summary", "evidence", "remedy", "impact", "basis",
-        "phase",
+        "id", "severity", "run", "launch", "title", "summary", "evidence", "remedy", "impact",
+        "basis", "phase",
     ]  # fmt: skip
     assert 0 <= d["impact"] <= 1 and d["basis"] in ("measured", "modelled", "assumed")
     assert d["run"] == "PP8" and isinstance(d["evidence"], list) and d["evidence"]
+    assert d["launch"] is None  # a run of one launch
 
 
 def test_findings_compare_without_their_evidence() -> None:

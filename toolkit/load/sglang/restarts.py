@@ -80,6 +80,8 @@ def _starts_of_file(source: str, lines: pl.DataFrame) -> list[dict[str, Any]]:
         if kind == "dump":
             started, decoded, first, pending = True, False, None, None
         elif kind in ("startup", "pid"):
+            if pending is not None and pending["ts"] is None:
+                pending["ts"] = r["ts"]  # a pid's first line is dated by its startup line
             if started and decoded and pending is None:
                 why = r["why"] or "the startup sequence again after batch lines"
                 pending = {"source": source, "lineno": r["lineno"], "ts": r["ts"], "why": why}
