@@ -104,7 +104,7 @@ def test_a_stray_bench_file_belongs_to_no_launch(tmp_path: Path) -> None:
 
 
 def test_bench_rows_go_to_the_launch_whose_window_holds_them(tmp_path: Path) -> None:
-    first, second = _crash_and_relaunch(tmp_path / "server.log")
+    _crash_and_relaunch(tmp_path / "server.log")
     (tmp_path / "bench.jsonl").write_text(
         bench_jsonl(datetime(2026, 5, 12, 9, 1), [1])
         + bench_jsonl(datetime(2026, 5, 12, 10, 15), [8, 16])
