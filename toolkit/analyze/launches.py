@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.errors import ToolkitError
 from toolkit.load.gpu import trace_formats
 from toolkit.load.phase_marks import PHASE_FORMAT
 from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
@@ -168,12 +169,17 @@ def _inputs_of(run: Run) -> list[str]:
     bench = run.bench
     if bench is not None:
         names += bench.runs["source"].unique(maintain_order=True).to_list()
-    for frame in (
-        run.gpu.samples if run.gpu is not None else None,
-        run.metrics.samples if run.metrics is not None else None,
-        run.phase_marks,
-        run.server_info,
-    ):
+    reads = (
+        lambda: run.gpu.samples if run.gpu is not None else None,
+        lambda: run.metrics.samples if run.metrics is not None else None,
+        lambda: run.phase_marks,
+        lambda: run.server_info,
+    )
+    for read in reads:
+        try:
+            frame = read()
+        except ToolkitError:
+            continue  # an unreadable file is its loader's error, where it is used
         if frame is not None and frame.height:
             names += frame["source"].cast(pl.String).unique(maintain_order=True).to_list()
     return list(dict.fromkeys(Path(n).name for n in names if n is not None))

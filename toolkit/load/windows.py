@@ -15,6 +15,8 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.errors import ToolkitError
+
 __all__ = ["INPUT_KINDS", "MARGIN_S", "launch_windows", "stray_inputs", "stray_notes"]
 
 INPUT_KINDS = ("benchmark results", "GPU trace", "metrics", "phase file", "server info")
@@ -78,7 +80,10 @@ def stray_inputs(run: Any, kinds: tuple[str, ...] = INPUT_KINDS) -> list[dict[st
     parts = [(kind, *reads[kind]) for kind in kinds]
     out = []
     for kind, read, lo, hi in parts:
-        frame = read()
+        try:
+            frame = read()
+        except ToolkitError:
+            continue  # an unreadable file is its loader's error, where it is used
         if frame is None or not frame.height:
             continue
         spans = (
