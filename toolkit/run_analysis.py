@@ -7,9 +7,6 @@ GPU trace never loads one and a rule that needs only the config never reads the 
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -28,35 +25,31 @@ from toolkit.analyze.config import (
 )
 from toolkit.analyze.cudagraph import cuda_graph_coverage, graph_summary
 from toolkit.analyze.kv import RETRACTION_PREFIXES, kv_pressure, retractions
-from toolkit.analyze.model import Fit, Layout, Params, Workload, fit, observed_frame, predict
+from toolkit.analyze.launches import LaunchViews
+from toolkit.analyze.model import Layout
 from toolkit.analyze.model.admission import replay_model
-from toolkit.analyze.model.catalog import ModelIdentity, model_spec
-from toolkit.analyze.model.fit import fit_none
-from toolkit.analyze.model.machine import MachineIdentity, prior
-from toolkit.analyze.model.ranges import ROUTING_SKEW, Variant, plausible_fit, variants
 from toolkit.analyze.model.spec import ModelSpec
 from toolkit.analyze.observed_points import observed_points
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.partition import stage_memory, uneven_partition
 from toolkit.analyze.phases import decode_phases
+from toolkit.analyze.serving import ServingModel, model_groups
 from toolkit.analyze.stages import (
     LOG_INTERVAL,
+    apart_note,
     phase_busy,
     stage_busy,
     stage_desync,
     stage_timeline,
 )
 from toolkit.errors import ToolkitError
-from toolkit.load.gpu.samples import gpu_count
 from toolkit.load.run import Run, load_run
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 
 __all__ = ["RunAnalysis", "model_groups", "observed_points"]
 
-_LAUNCH_LINE = re.compile(r"(?:sglang\.launch_server|sglang serve|launch_server\.py)\b.*\s--\w")
 
-
-class RunAnalysis:
+class RunAnalysis(LaunchViews, ServingModel):
     """The analyses of one run directory, on first use.
 
     Parameters
@@ -291,7 +284,7 @@ class RunAnalysis:
         """Inputs that do not belong together (``Run.mismatches``), and the GPU clock's notes."""
         return gpu_clock.clock_notes(
             self.run, self.gpu_placement, self.gpu_placed, self.clock_candidate, self.clock_shift
-        )
+        ) + apart_note(self.timeline)
 
     @cached_property
     def roles(self) -> pl.DataFrame | None:
@@ -351,143 +344,6 @@ class RunAnalysis:
         )
         return runtime_config.config_changes(self.server_args, overrides, self.run.server_info)
 
-    # ------------------------------------------------------------------ the serving model
-    @cached_property
-    def observed(self) -> pl.DataFrame:
-        """The run's observed points for the serving model (``observed_points``)."""
-        return observed_points(self.run, self.label)
-
-    @cached_property
-    def model(self) -> ModelIdentity:
-        """The served model: its id (ServerArgs ``model_path``/``served_model_name``, else
-        ``run.toml``'s ``model``, else the launch command's ``--model-path``) and its
-        architecture (``config.json`` in the run directory, else the table of well-known
-        models), or unknown."""
-        model_id, id_from = None, None
-        for key in ("model_path", "served_model_name"):
-            value = self.server_args.get(key)
-            if isinstance(value, str) and value.strip():
-                model_id, id_from = value.strip(), f"ServerArgs {key}"
-                break
-        if model_id is None and self.run.config.model:
-            model_id, id_from = self.run.config.model, "run.toml model"
-        if model_id is None and self.command is not None:
-            try:
-                flags = parse_launch_command(self.command[0])
-            except ServerArgsError:
-                flags = {}
-            value = flags.get("model_path")
-            if isinstance(value, str) and value.strip():
-                model_id, id_from = value.strip(), f"launch command ({self.command[1]})"
-        context = self.facts.get("context_len")
-        return model_spec(
-            model_id,
-            self.run.model_config,
-            id_from=id_from,
-            context_len=context if isinstance(context, int) else None,
-        )
-
-    @cached_property
-    def machine(self) -> MachineIdentity:
-        """The machine: GPU model and count from the trace (else ``run.toml`` hardware),
-        interconnect from ``run.toml`` or the topology."""
-        gpu, gpu_from, count = None, None, None
-        samples = self.gpu_samples
-        if samples is not None and "name" in samples.columns:
-            names = samples["name"].drop_nulls()
-            if names.len():
-                gpu, gpu_from = str(names.mode().sort()[0]), "GPU trace"
-        if samples is not None:
-            count = gpu_count(samples)  # physical GPUs: a MIG instance is part of its GPU
-        if gpu is None and self.run.config.hardware:
-            gpu, gpu_from = self.run.config.hardware, "run.toml hardware"
-        if count is None and self.run.layout.known:
-            count = self.run.layout.gpus
-        link, link_from = self.run.config.interconnect, "run.toml"
-        if link is None and self.run.topology is not None:
-            link, link_from = self.run.topology.interconnect, "topology"
-        return MachineIdentity(gpu, gpu_from, count, link, link_from if link else None)
-
-    @cached_property
-    def fit_points(self) -> pl.DataFrame:
-        """The observed points the serving model is calibrated on: this run's and those of the
-        peers that served the same model on the same kind of machine."""
-        group = [self, *(p for p in self.peers if self.shares_machine(p))]
-        frames = [ctx.observed for ctx in group if ctx.observed.height]
-        return pl.concat(frames) if frames else observed_frame([])
-
-    @cached_property
-    def fit(self) -> Fit | None:
-        """The serving model calibrated for this run, None when the model is unknown.
-
-        The starting costs come from the machine (``machine.prior``); the single-stream points
-        of this run and of the peers that served the same model on the same kind of machine
-        (``fit_points``), and the highest load of such peers without PP
-        (``calibrating_peers``), calibrate them (``Fit.sources`` says which were fitted). A
-        fitted link
-        cost beyond its plausible range is rejected (``ranges.plausible_fit``). Runs on other
-        machines or of other models never change this run's fit.
-        """
-        spec = self.model.spec
-        if spec is None:
-            return None
-        hardware, sources = prior(self.machine)
-        try:
-            found = fit(
-                self.fit_points,
-                model=spec,
-                prior=hardware,
-                prior_sources=sources,
-                high_load=self.calibrating_peers,
-            )
-        except (ToolkitError, ZeroDivisionError, ValueError):
-            return fit_none(spec, hardware, sources)
-        return plausible_fit(found, self.machine, hardware, sources)
-
-    @cached_property
-    def model_variants(self) -> list[Variant]:
-        """The serving model with each assumed constant at each end of its plausible range,
-        refitted on ``fit_points`` (``ranges.variants``); empty when the model is unknown."""
-        if self.fit is None:
-            return []
-        _, sources = prior(self.machine)
-        return variants(
-            self.fit, self.machine, self.fit_points, sources, high_load=self.calibrating_peers
-        )
-
-    @property
-    def calibrating_peers(self) -> tuple[str, ...]:
-        """Labels of the peers without PP that served the same model on the same kind of
-        machine: their highest load calibrates the HBM bandwidth too (a TP step reads every
-        weight at a batch size the single-stream points do not reach). A run's own high load
-        never calibrates its own model, so a fault there cannot hide in the fit."""
-        return tuple(
-            p.label
-            for p in self.peers
-            if p.pp == 1 and self.shares_machine(p) and p.label != self.label
-        )
-
-    def constants(self) -> dict[str, str]:
-        """Every constant the serving model of this run rests on and where it came from:
-        fitted, table or assumed (``Fit.sources``), the routing (effective experts) and the
-        context length."""
-        if self.fit is None:
-            return {}
-        out = dict(self.fit.sources)
-        spec = self.fit.params.model
-        if spec.experts > spec.top_k > 0:
-            out["e_eff"] = (
-                f"assumed: uniform routing, {spec.e_eff:.0f} of {spec.experts} experts reachable "
-                f"(varied down to {ROUTING_SKEW:.0%} for the ranges)"
-            )
-        context = self.facts.get("context_len")
-        out["context_len"] = (
-            f"log: {context}"
-            if isinstance(context, int)
-            else f"{self.model.source}: {spec.context_len}"
-        )
-        return out
-
     def identity(self) -> dict[str, Any]:
         """What the diagnosis of this run rests on, and where each part came from: the layout,
         the model, the machine, and the serving model's constants (``--json``'s ``runs``)."""
@@ -505,48 +361,8 @@ class RunAnalysis:
             "model": self.model.to_dict(),
             "hardware": self.machine.to_dict(),
             "constants": self.constants() if self.fit is not None else None,
+            **self.launch_record(),
         }
-
-    def shares_machine(self, other: RunAnalysis) -> bool:
-        """Whether ``other`` served the same model on the same kind of machine."""
-        return (
-            other.machine.key == self.machine.key
-            and other.model.spec is not None
-            and self.model.spec is not None
-            and other.model.spec.name == self.model.spec.name
-        )
-
-    @property
-    def params(self) -> Params | None:
-        """The calibrated model parameters, None when the model is unknown."""
-        return self.fit.params if self.fit is not None else None
-
-    def model_tok_s(
-        self,
-        layout: Layout,
-        concurrency: int,
-        input_len: float | None = None,
-        output_len: float | None = None,
-        *,
-        params: Params | None = None,
-    ) -> float | None:
-        """The serving model's decode tok/s for ``layout`` at ``concurrency`` (under
-        ``params``, by default the run's fit); None when the model is unknown or the
-        prediction fails."""
-        params = params or self.params
-        if params is None:
-            return None
-        isl = _length(input_len, 1000)
-        osl = _length(output_len, isl)
-        try:
-            tok_s = predict(layout, Workload(max(int(concurrency), 1), isl, osl), params).tok_s
-        except (ToolkitError, ZeroDivisionError, ValueError):
-            return None
-        return tok_s if math.isfinite(tok_s) and tok_s > 0 else None
-
-    def with_layout(self, **changes: Any) -> Layout:
-        """The launch's layout with some settings replaced."""
-        return replace(self.layout, **changes)
 
     def phase(self, index: int) -> dict[str, Any]:
         """One row of ``phases`` as a dict (empty when there is no such phase)."""
@@ -560,25 +376,3 @@ class RunAnalysis:
             return "over the run"
         offered = self.phase(index).get("offered")
         return f"at {offered} concurrent requests" if offered else f"in phase {index}"
-
-
-def _length(value: float | None, default: int) -> int:
-    if value is None or not math.isfinite(value) or value < 1:
-        return default
-    return max(round(value), 1)
-
-
-def model_groups(analyses: Iterable[RunAnalysis]) -> list[tuple[Fit, list[RunAnalysis]]]:
-    """The runs with a known model, grouped by shared model and machine, each group with its fit
-    (``RunAnalysis.fit``), in the order the runs came."""
-    groups: list[tuple[Fit, list[RunAnalysis]]] = []
-    for ctx in analyses:
-        if ctx.fit is None:
-            continue
-        for _, members in groups:
-            if members[0].shares_machine(ctx):
-                members.append(ctx)
-                break
-        else:
-            groups.append((ctx.fit, [ctx]))
-    return groups

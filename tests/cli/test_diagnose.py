@@ -31,7 +31,10 @@ def test_diagnose_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
     doc = json.loads(text)
     assert list(doc) == ["runs", "findings", "skipped"]
     found = doc["findings"]
-    keys = ["id", "severity", "run", "title", "summary", "evidence", "remedy", "impact", "basis"]
+    keys = [
+        "id", "severity", "run", "launch", "title", "summary", "evidence", "remedy", "impact",
+        "basis",
+    ]  # fmt: skip
     assert all(list(f) == [*keys, "phase"] for f in found)
     ranks = [SEVERITIES.index(f["severity"]) for f in found]
     assert ranks == sorted(ranks)

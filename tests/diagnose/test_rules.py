@@ -59,6 +59,7 @@ CASES = [
     ("pp-lockstep-logging", "pp8-filled", "info", "pp4-desync"),
     ("unexplained-slowdown", "pp8-underfilled", "high", "tp8"),
     ("input-mismatch", "pp8-restart", "info", "pp8-underfilled"),
+    ("server-restart", "pp4-crash", "info", "pp8-restart"),
     ("foreign-gpu-process", "pp8-foreign-process", "info", "pp8-filled"),
 ]
 HEALTHY = ("tp8", "pp8-filled", "pp8-low-c")
@@ -181,6 +182,7 @@ def test_json_shape_of_a_finding() -> None:
     low, high = d["impact_range"]
     assert low <= d["impact"] <= high and d["recovers"].startswith("+")
     assert d["run"] == "PP8" and isinstance(d["evidence"], list) and d["evidence"]
+    assert d["launch"] is None  # a run of one launch
 
 
 def test_findings_compare_without_their_evidence() -> None:

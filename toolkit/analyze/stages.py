@@ -28,6 +28,8 @@ __all__ = [
     "STAGE_CADENCE",
     "STAGE_DESYNC",
     "STAGE_TIMELINE",
+    "apart_lines",
+    "apart_note",
     "desync_share",
     "phase_busy",
     "reference_lines",
@@ -181,15 +183,55 @@ def stage_timeline(batches: pl.DataFrame, *, log_interval: int = LOG_INTERVAL) -
     complete = pl.col("ordinal").is_not_null() & (
         pl.col("pp").n_unique().over(at) == pl.col("_stages")
     )
+    lag = (pl.col("ts") - pl.col("ts").min().over(at)).dt.total_milliseconds() / 1000.0
     df = df.with_columns(
-        lag_s=(pl.col("ts") - pl.col("ts").min().over(at)).dt.total_milliseconds() / 1000.0,
+        lag_s=lag,
         complete=complete,
-        agrees=pl.when(complete & known).then(same),
+        # Lines printed further apart than a few log intervals are not one batch (logs of
+        # other launches or clocks): they are not compared (``apart_lines``).
+        agrees=pl.when(complete & known & (lag <= _same_batch_s())).then(same),
         step_ms=pl.when(pl.col("kind") == "decode").then(
             pl.col("interval_s") * 1000.0 / log_interval
         ),
     )
     return df.sort("_row").select(STAGE_TIMELINE.names()).cast(dict(STAGE_TIMELINE))
+
+
+SAME_BATCH_INTERVALS = 4
+"""Stage lines of one log ordinal more than this many log intervals apart (and more than
+``ALIGN_TOLERANCE_S``) are not the same batch: misaligned logs, never a desync."""
+
+
+def _same_batch_s() -> pl.Expr:
+    """Seconds the stages' lines of one batch may lie apart, per DP rank and kind."""
+    typical = pl.col("interval_s").median().over("dp", "kind")
+    return pl.max_horizontal(pl.lit(ALIGN_TOLERANCE_S), SAME_BATCH_INTERVALS * typical)
+
+
+def apart_lines(timeline: pl.DataFrame) -> pl.DataFrame:
+    """Stage lines of ``timeline`` (``STAGE_TIMELINE``) left uncompared because they lie too far
+    from the other stages' line of their ordinal to be one batch."""
+    if not timeline.height:
+        return timeline
+    return timeline.filter(
+        pl.col("complete") & pl.col("agrees").is_null() & (pl.col("lag_s") > _same_batch_s())
+    )
+
+
+def apart_note(timeline: pl.DataFrame) -> list[dict[str, str]]:
+    """``apart_lines`` as a ``mismatches`` note (empty when there are none)."""
+    apart = apart_lines(timeline)
+    if not apart.height:
+        return []
+    return [
+        {
+            "input": "stage lines",
+            "files": "the server log",
+            "detail": f"{apart.height} stage line(s) lie up to {apart['lag_s'].max():,.0f} s from "
+            "the other stages' line of the same log ordinal: not one batch but misaligned "
+            "or unrelated logs, so they are not compared for a desync",
+        }
+    ]
 
 
 ALIGN_WINDOW = 3  # lines a stage may be missing (or have extra) before alignment gives up

@@ -1,10 +1,13 @@
 """``ppscope diagnose``: every hypothesis checked on each run, findings ranked with evidence.
 
-The text shows, per run, its findings by severity, each with a few rows of evidence and the
-remedy, then the checks its inputs could not support. ``--json`` prints ``{"runs": [{"label",
-"layout", "model", "hardware", "constants"}...], "findings": [{"id", "severity", "run", "title",
-"summary", "evidence", "remedy", "impact", "basis"}...], "skipped": [{"run", "check", "missing",
-"supply"}...]}``, findings ordered by severity, then by the share of throughput each explains.
+The text shows, per run (and per launch when a run directory holds several), its findings by
+severity, each with a few rows of evidence and the remedy, then the checks its inputs could not
+support. ``--json`` prints ``{"runs": [{"label",
+"layout", "model", "hardware", "constants", "launches", "clocks"}...], "findings": [{"id",
+"severity", "run", "launch", "title", "summary", "evidence", "remedy", "impact", "basis"}...],
+"skipped": [{"run", "check", "missing", "supply", "launch"}...]}``; ``launches`` lists each
+server start with its span and how it ended, ``clocks`` the offset applied to each timed input
+and why, findings ordered by severity, then by the share of throughput each explains.
 ``--format markdown`` prints the same as Markdown for a GitHub issue. ``--fail-on SEVERITY``
 makes the exit code 3 when a finding at or above that severity exists (for CI); 2 stays bad
 input.
@@ -94,32 +97,56 @@ def findings_text(
     """The text report: per run, its findings ranked, with evidence and remedy, then the
     checks its inputs could not support."""
     lines: list[str] = []
-    indent = " " * 9
     for ctx in runs:
         mine = [f for f in findings if f.run == ctx.label]
         counts = {s: sum(1 for f in mine if f.severity == s) for s in ("high", "medium", "low")}
         tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no faults"
         lines.append(f"{ctx.label}  ({ctx.run.path})  {tally}")
-        lines += wrapped(
-            f"model {ctx.model.describe()}; machine {ctx.machine.describe()}; layout "
-            f"{ctx.run.layout.describe()} (from {ctx.run.layout.layout_from})",
-            "  ",
-        )
-        missing = [s for s in skipped if s["run"] == ctx.label]
-        if not mine:
-            lines.append("  nothing found" + (" by the checks that could run" if missing else ""))
-        for f in mine:
-            lines.append(f"  {f.severity.upper():<6} {f.id}: {f.title}")
-            lines += wrapped(f.summary, indent)
-            if f.severity != "info" and f.evidence.height:
-                lines.append(f"{indent}evidence:")
-                lines += frame_lines(f.evidence, EVIDENCE_ROWS, indent=indent + "  ")
-            if f.severity != "info":
-                lines += wrapped("remedy: " + f.remedy, indent)
+        units = ctx.launches
+        if len(units) > 1:
+            lines += wrapped(
+                f"{len(units)} server launches in this run directory, each diagnosed on its own",
+                "  ",
+            )
             lines.append("")
-        if missing:
-            lines.append(f"  skipped {len(missing)} check(s) for lack of input:")
-            for s in missing:
-                lines += wrapped(f"{s['check']}: no {s['missing']}; {s['supply']}", "    ")
+        for unit in units:
+            pad = "  " if len(units) > 1 else ""
+            if len(units) > 1:
+                end = unit.ending or {}
+                how = end.get("ended", "?")
+                lines.append(f"  {unit.display_label}: {unit.launch_name}, ended: {how}")
+            lines += _unit_lines(unit, mine, skipped, pad)
+            if len(units) > 1 and unit is not units[-1]:
+                lines.append("")
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def _unit_lines(
+    ctx: RunAnalysis, findings: Sequence[Finding], skipped: Sequence[dict[str, str]], pad: str
+) -> list[str]:
+    """One launch's part of the text report (a run's, when it holds one launch)."""
+    indent = pad + " " * 9
+    lines = wrapped(
+        f"model {ctx.model.describe()}; machine {ctx.machine.describe()}; layout "
+        f"{ctx.run.layout.describe()} (from {ctx.run.layout.layout_from})",
+        pad + "  ",
+    )
+    mine = [f for f in findings if f.launch == ctx.launch_name]
+    missing = [s for s in skipped if s["run"] == ctx.label and s.get("launch") == ctx.launch_name]
+    if not mine:
+        lines.append(pad + "  nothing found" + (" by the checks that could run" if missing else ""))
+    for f in mine:
+        lines.append(f"{pad}  {f.severity.upper():<6} {f.id}: {f.title}")
+        lines += wrapped(f.summary, indent)
+        if f.severity != "info" and f.evidence.height:
+            lines.append(f"{indent}evidence:")
+            lines += frame_lines(f.evidence, EVIDENCE_ROWS, indent=indent + "  ")
+        if f.severity != "info":
+            lines += wrapped("remedy: " + f.remedy, indent)
+        lines.append("")
+    if missing:
+        lines.append(f"{pad}  skipped {len(missing)} check(s) for lack of input:")
+        for s in missing:
+            lines += wrapped(f"{s['check']}: no {s['missing']}; {s['supply']}", pad + "    ")
+    return lines

@@ -39,14 +39,15 @@ def findings_markdown(
         ]
         if mine:
             rows = [
-                [f.severity, f"`{f.id}`: {f.title}", _impact(f.impact), f.basis or "-"]
+                [f.severity, f"`{f.id}`{_of(f)}: {f.title}", _impact(f.impact), f.basis or "-"]
                 for f in mine
             ]
             out += [*markdown_table(["severity", "finding", "impact", "basis"], rows), ""]
         else:
             out += ["No fault found by the checks that could run.", ""]
         for f in mine:
-            out += [f"### {f.severity.upper()} `{f.id}`: {_text(f.title)}", "", _text(f.summary)]
+            head = f"### {f.severity.upper()} `{f.id}`{_of(f)}: {_text(f.title)}"
+            out += [head, "", _text(f.summary)]
             if f.severity != "info" and f.evidence.height:
                 out += ["", *_evidence(f.evidence)]
             if f.severity != "info":
@@ -83,6 +84,11 @@ def _evidence(frame: pl.DataFrame) -> list[str]:
     if frame.height > EVIDENCE_ROWS:
         lines += ["", f"… {frame.height - EVIDENCE_ROWS} more rows (`--json` has them all)."]
     return lines
+
+
+def _of(finding: Finding) -> str:
+    """`` (launch 2 of 3 (...))`` for a finding about one launch of several, else nothing."""
+    return f" ({finding.launch})" if finding.launch else ""
 
 
 def _impact(impact: float | None) -> str:

@@ -6,6 +6,7 @@ severity, then by the share of throughput each explains. A rule is one function 
 
 ==========================  =========================================================
 ``input-mismatch``          info: inputs from other launches, files or clocks, left out
+``server-restart``          info: a launch ended in a crash (its last error line)
 ``pp-underfilled-slots``    enough requests for every stage, fewer slots hold them
 ``running-cap``             a limit holds requests in the queue (names it)
 ``kv-cache-pressure``       retractions, or a full KV pool
@@ -43,6 +44,7 @@ from toolkit.diagnose.measured_stages import with_measured_stages
 from toolkit.diagnose.packing import pp_underfilled_slots
 from toolkit.diagnose.processes import foreign_gpu_process
 from toolkit.diagnose.residual import unexplained_slowdown
+from toolkit.diagnose.restarts import server_restart
 from toolkit.diagnose.slots import pp_empty_async_slots, pp_low_concurrency
 from toolkit.diagnose.stages import gpu_idle_bubbles, pp_lockstep_logging, stage_desync
 from toolkit.diagnose.throughput import prefill_interference, scaling_collapse
@@ -66,6 +68,7 @@ Rule = Callable[[RunAnalysis], Finding | None]
 
 RULES: tuple[tuple[str, Rule], ...] = (
     ("input-mismatch", input_mismatch),
+    ("server-restart", server_restart),
     ("config-not-applied", config_not_applied),
     ("stage-desync", stage_desync),
     ("pp-underfilled-slots", pp_underfilled_slots),
@@ -120,13 +123,15 @@ def diagnose(
         ctx.compare_models = compare_models
     findings = []
     for ctx in contexts:
-        ctx.found = []
-        for _, rule in rules:
-            found = rule(ctx)
-            if found is not None:
-                found = with_measured_stages(ctx, found)
-                ctx.found.append(found)
-                findings.append(replace(found, run=ctx.label))
+        for unit in ctx.launches:  # each launch on its own; peers are other runs only
+            unit.peers, unit.compare_models = ctx.peers, compare_models
+            unit.found = []
+            for _, rule in rules:
+                found = rule(unit)
+                if found is not None:
+                    found = with_measured_stages(unit, found)
+                    unit.found.append(found)
+                    findings.append(replace(found, run=ctx.label, launch=unit.launch_name))
     return rank(findings, [name for name, _ in rules])
 
 
@@ -138,7 +143,12 @@ def skipped_checks(
     Called after ``diagnose`` on the same analyses, a check that reported a finding ran and
     is not listed."""
     names = tuple(name for name, _ in rules)
-    return [row for ctx in runs for row in skipped(ctx, names)]
+    return [
+        {**row, "launch": unit.launch_name}
+        for ctx in runs
+        for unit in ctx.launches
+        for row in skipped(unit, names)
+    ]
 
 
 def rank(findings: Iterable[Finding], order: Sequence[str] = FINDING_IDS) -> list[Finding]:

@@ -110,6 +110,7 @@ INPUTS: dict[str, Input] = {
 
 NEEDS: dict[str, tuple[str, ...]] = {
     "input-mismatch": (),
+    "server-restart": ("server log",),
     "config-not-applied": ("launch command", "ServerArgs dump"),
     "stage-desync": ("decode lines",),
     "pp-underfilled-slots": ("decode lines", "launch settings"),

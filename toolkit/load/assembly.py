@@ -15,7 +15,7 @@ lines up "GPUs busy" with "the server decoding", second by second.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -50,53 +50,83 @@ LAUNCH_SPAN_COLUMNS: tuple[Column, ...] = (
     Column("start", _T, "time of the dump (null when the line has no time)"),
     Column("end", _T, "time of its last batch line (the start when it logged none)"),
     Column("batch_lines", _I, "Prefill/Decode batch lines it logged"),
+    Column("why", _S, "what marks a start with no dump (``restarts``); null for a dump"),
+    Column("host", _S, "the host the file's journald headers name, else null"),
 )
 LAUNCH_SPANS = schema_of(LAUNCH_SPAN_COLUMNS)
 
 
-def launch_spans(launches: Sequence[Any], batches: pl.DataFrame) -> pl.DataFrame:
+def launch_spans(
+    launches: Sequence[Any],
+    batches: pl.DataFrame,
+    starts: pl.DataFrame | None = None,
+    hosts: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
     """One row per launch with its span and multi-node group (schema ``LAUNCH_SPANS``).
 
     ``launches`` are ``SGLangLog.launches`` (anything with ``index``, ``source``, ``lineno``
-    and ``ts``); ``batches`` the log's batch lines (``source``, ``lineno``, ``ts``).
+    and ``ts``); ``batches`` the log's batch lines (``source``, ``lineno``, ``ts``);
+    ``starts`` the starts no dump marks (``restarts.implicit_starts``), numbered after the
+    launches; ``hosts`` the host of each file. Launches of other hosts (unless their dumps
+    span several nodes), models or layouts are never one start, nor are two of one file and
+    node (a restart).
     """
+    hosts = hosts or {}
     rows = [
         {"launch": la.index, "source": str(la.source), "lineno": la.lineno, "start": la.ts}
         for la in launches
     ]
-    shapes = {la.index: _shape(la.server_args) for la in launches}
+    shapes = {la.index: _shape(la.server_args, hosts.get(str(la.source))) for la in launches}
+    nodes = {la.index: (la.server_args or {}).get("node_rank") for la in launches}
+    why: dict[int, str] = {}
+    first = max((la.index for la in launches), default=-1) + 1
+    for k, r in enumerate((starts if starts is not None else pl.DataFrame()).iter_rows(named=True)):
+        rows.append(
+            {"launch": first + k, **{c: r[c] for c in ("source", "lineno")}, "start": r["ts"]}
+        )
+        shapes[first + k] = ("no dump", hosts.get(str(r["source"])))
+        nodes[first + k], why[first + k] = None, r["why"]
     if not rows:
         return pl.DataFrame(schema=LAUNCH_SPANS)
-    starts = pl.DataFrame(rows, schema={"launch": _I, "source": _S, "lineno": _I, "start": _T})
+    starts_frame = pl.DataFrame(
+        rows, schema={"launch": _I, "source": _S, "lineno": _I, "start": _T}, orient="row"
+    )
     lines = batches.filter(pl.col("ts").is_not_null()).select(
         pl.col("source").cast(_S), pl.col("lineno").cast(_I), pl.col("ts").cast(_T)
     )
     owned = lines.sort("source", "lineno").join_asof(
-        starts.sort("source", "lineno").select("source", "lineno", "launch"),
+        starts_frame.sort("source", "lineno").select("source", "lineno", "launch"),
         on="lineno",
         by="source",
         strategy="backward",
         check_sortedness=False,  # sorted by (source, lineno): each source's lines are in order
     )
     ends = owned.group_by("launch").agg(end=pl.col("ts").max(), batch_lines=pl.len())
-    spans = starts.join(ends, on="launch", how="left").with_columns(
+    spans = starts_frame.join(ends, on="launch", how="left").with_columns(
         end=pl.coalesce("end", "start"), batch_lines=pl.col("batch_lines").fill_null(0)
     )
     spans = spans.sort(pl.col("start").fill_null(pl.col("end")), "source", "lineno")
     groups: list[int] = []
     current, anchor, shape = -1, None, None
-    for start, index in zip(spans["start"].to_list(), spans["launch"].to_list(), strict=True):
+    members: set[tuple[str, Any]] = set()
+    for start, index, source in spans.select("start", "launch", "source").iter_rows():
         near = (
             anchor is not None
             and start is not None
             and abs((start - anchor).total_seconds()) <= SAME_START_S
         )
-        if not near or shapes[index] != shape:
+        member = (source, repr(nodes[index]))
+        if not near or shapes[index] != shape or member in members:
             current += 1
-            anchor, shape = start, shapes[index]
+            anchor, shape, members = start, shapes[index], set()
+        members.add(member)
         groups.append(current)
     return (
-        spans.with_columns(group=pl.Series(groups, dtype=_I))
+        spans.with_columns(
+            group=pl.Series(groups, dtype=_I),
+            why=pl.col("launch").replace_strict(why, default=None, return_dtype=_S),
+            host=pl.col("source").replace_strict(dict(hosts), default=None, return_dtype=_S),
+        )
         .select(LAUNCH_SPANS.names())
         .cast(dict(LAUNCH_SPANS))
     )
@@ -125,9 +155,13 @@ def owning_launch(lines: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
 _SHAPE_KEYS = ("tp_size", "pp_size", "dp_size", "ep_size", "nnodes", "model_path")
 
 
-def _shape(server_args: dict[str, Any]) -> tuple[Any, ...]:
-    """What the nodes of one multi-node start share: layout and model (not ``node_rank``)."""
-    return tuple(repr(server_args.get(k)) for k in _SHAPE_KEYS) if server_args else ()
+def _shape(server_args: dict[str, Any], host: str | None = None) -> tuple[Any, ...]:
+    """What the nodes of one multi-node start share: layout and model (not ``node_rank``), and
+    the host when the start is on one node."""
+    nnodes = server_args.get("nnodes") if server_args else None
+    one_node = not isinstance(nnodes, int) or nnodes <= 1
+    keys = tuple(repr(server_args.get(k)) for k in _SHAPE_KEYS) if server_args else ()
+    return (*keys, host if one_node else None)
 
 
 def overlap_s(a: tuple[datetime, datetime], b: tuple[datetime, datetime]) -> float:

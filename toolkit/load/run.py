@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -48,8 +48,10 @@ from toolkit.load.requests import REQUESTS_FORMAT, load_server_requests
 from toolkit.load.run_config import RunConfig, read_run_config
 from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
+from toolkit.load.sglang.restarts import implicit_starts, log_host_of
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 from toolkit.load.sniff import HF_CONFIG, expand, sniff
+from toolkit.load.windows import stray_inputs, stray_notes
 from toolkit.schema.sglang import BATCHES
 
 _CONFIG_BYTES = 64 << 20  # a model's config.json is a few kB
@@ -154,7 +156,23 @@ class Run:
 
     @cached_property
     def bench(self) -> BenchResults | None:
-        """Benchmark results found in the run (files or printed blocks), or None."""
+        """Benchmark results found in the run (files or printed blocks), or None; a file
+        whose times meet no launch of the log (``stray_inputs``) is left out."""
+        results = self.bench_all
+        stray = [s["file"] for s in stray_inputs(self, ("benchmark results",))]
+        if results is None or not stray:
+            return results
+        runs = results.runs.filter(~pl.col("source").is_in(stray))
+        return replace(results, runs=runs) if runs.height else None
+
+    @cached_property
+    def stray_inputs(self) -> list[dict[str, Any]]:
+        """Timed measurement files that meet no launch of the log (``windows.stray_inputs``)."""
+        return stray_inputs(self)
+
+    @cached_property
+    def bench_all(self) -> BenchResults | None:
+        """Every benchmark result found in the run (files or printed blocks), or None."""
         may_hold = {*BENCH_FORMATS, "sglang-log"}  # a server log may hold printed results
         paths = [p for fmt, ps in self.files.items() for p in ps if fmt in may_hold]
         if not paths:
@@ -215,7 +233,8 @@ class Run:
         (``assembly.launch_spans``)."""
         if self.log is None:
             return pl.DataFrame(schema=LAUNCH_SPANS)
-        return launch_spans(self.log.launches, self.log.batches)
+        starts, hosts = implicit_starts(self.log), log_host_of(self.log)
+        return launch_spans(self.log.launches, self.log.batches, starts, hosts)
 
     @cached_property
     def launch_choice(self) -> tuple[int | None, str]:
@@ -348,6 +367,8 @@ class Run:
                     "clock_offset_s in run.toml if its clock is off)",
                 }
             )
+        said = {(m["input"], f) for m in out for f in m["files"].split(", ")}
+        out += [n for n in stray_notes(self.stray_inputs) if (n["input"], n["files"]) not in said]
         return out
 
     def _untimed_metrics(self) -> list[str]:

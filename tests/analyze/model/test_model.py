@@ -118,20 +118,20 @@ def test_tp_pays_two_all_reduces_per_layer():
 
 
 def test_a_burst_of_32_front_packs_four_slots_of_eight():
-    assert admission(PP8, BURST) == (8, 8, 8, 8) + (0,) * 12
+    assert admission(PP8, BURST, KIMI_K2) == (8, 8, 8, 8) + (0,) * 12
 
 
 def test_a_cap_of_four_fills_eight_slots():
-    assert admission(replace(PP8, pp_max_micro_batch_size=4), BURST) == (4,) * 8 + (0,) * 8
+    assert admission(replace(PP8, pp_max_micro_batch_size=4), BURST, KIMI_K2) == (4,) * 8 + (0,) * 8
 
 
 def test_a_single_stream_is_one_slot_of_one():
-    assert admission(PP8, Workload(1)) == (1,) + (0,) * 15
+    assert admission(PP8, Workload(1), KIMI_K2) == (1,) + (0,) * 15
 
 
 def test_fewer_requests_than_stages_share_the_first_slot():
-    assert admission(PP8, Workload(5)) == (5,) + (0,) * 15
-    one_each = admission(replace(PP8, pp_max_micro_batch_size=1), Workload(5))
+    assert admission(PP8, Workload(5), KIMI_K2) == (5,) + (0,) * 15
+    one_each = admission(replace(PP8, pp_max_micro_batch_size=1), Workload(5), KIMI_K2)
     assert one_each == (1,) * 5 + (0,) * 11
 
 
@@ -139,21 +139,21 @@ def test_the_auto_cap_is_max_running_requests_over_pp_size():
     assert PP8.running_cap(KIMI_K2.context_len) == 2048  # clamps to at least 2048
     assert PP8.micro_batch_cap(KIMI_K2.context_len) == 256
     short = Workload(32, 100, 100)  # the chunk would take all 32 at once
-    assert admission(PP8, short) == (32,) + (0,) * 15
+    assert admission(PP8, short, KIMI_K2) == (32,) + (0,) * 15
     capped = replace(PP8, max_running_requests=64)  # auto cap 64 // 8 = 8 (§1.3 cause a)
-    assert admission(capped, short) == (8, 8, 8, 8) + (0,) * 12
+    assert admission(capped, short, KIMI_K2) == (8, 8, 8, 8) + (0,) * 12
 
 
 def test_a_chunked_request_joins_its_last_slot_even_past_the_cap():
     # SGLang always continues the chunked request ("the max_running_requests per microbatch
     # should not be strict"), so prompts of one chunk + 1 token all finish in slot 1.
     layout = Layout(pp=2, max_running_requests=3)  # auto cap 3 // 2 = 1
-    assert admission(layout, Workload(3, 8193, 10)) == (0, 3)
+    assert admission(layout, Workload(3, 8193, 10), KIMI_K2) == (0, 3)
 
 
 def test_max_running_requests_is_global_across_slots():
     layout = replace(PP8, max_running_requests=16, pp_max_micro_batch_size=4)
-    assert sum(admission(layout, BURST)) == 16
+    assert sum(admission(layout, BURST, KIMI_K2)) == 16
 
 
 def test_the_kv_pool_limits_admission_per_slot():
@@ -161,16 +161,16 @@ def test_the_kv_pool_limits_admission_per_slot():
     # admitting slot's own requests (§1.2), so later slots see just the allocated prompts and
     # overcommit the shared pool: 8, then 4, 2, 1.
     small = replace(PP8, max_total_num_tokens=8 * 2000)
-    assert admission(small, BURST)[:5] == (8, 4, 2, 1, 0)
+    assert admission(small, BURST, KIMI_K2)[:5] == (8, 4, 2, 1, 0)
 
 
 def test_a_request_larger_than_the_pool_is_an_error():
     with pytest.raises(ToolkitError, match="can never fit the KV pool"):
-        admission(replace(PP8, max_total_num_tokens=1500), BURST)
+        admission(replace(PP8, max_total_num_tokens=1500), BURST, KIMI_K2)
 
 
 def test_without_pp_everything_joins_one_batch():
-    assert admission(TP8, BURST) == (32,)
+    assert admission(TP8, BURST, KIMI_K2) == (32,)
     assert TP8.loop_size == 1 and PP8.loop_size == 16
 
 
@@ -186,7 +186,7 @@ def test_without_pp_everything_joins_one_batch():
 def test_admission_respects_every_budget(c, isl, pp, d, cap, rows):
     layout = Layout(pp=pp, pp_async_batch_depth=d, pp_max_micro_batch_size=cap)
     layout = replace(layout, max_running_requests=rows)
-    occ = admission(layout, Workload(c, isl, 100))
+    occ = admission(layout, Workload(c, isl, 100), KIMI_K2)
     assert len(occ) == layout.loop_size
     limit = min(c, layout.running_cap(KIMI_K2.context_len))
     assert sum(occ) <= limit
@@ -484,7 +484,8 @@ def test_observed_points_need_the_core_columns_and_a_throughput():
 
 def test_a_replay_takes_the_runs_context_length_not_the_defaults() -> None:
     """The default request cap depends on the context length: a replay of another model's run
-    reads the run's own (its spec, else the length its log states)."""
+    reads the run's own (its spec, else the length its log states, else none: the cap's
+    floor), never the sample's model."""
     from dataclasses import replace
 
     from toolkit.analyze.model import replay_model
@@ -492,7 +493,9 @@ def test_a_replay_takes_the_runs_context_length_not_the_defaults() -> None:
     other = replace(KIMI_K2, name="other", context_len=32768)
     assert replay_model(other, 8192) is other
     assert replay_model(None, 8192).context_len == 8192
-    assert replay_model(None, None) == KIMI_K2
+    unknown = replay_model(None, None)
+    assert unknown.name == "unknown model" and unknown.step_bytes(8) == 0
     layout = Layout(tp=1, pp=8, max_total_num_tokens=1_500_000)
+    assert layout.running_cap(unknown.context_len) == 2048  # the floor of SGLang's clamp
     assert layout.running_cap(replay_model(None, 8192).context_len) == 4096
     assert layout.running_cap(KIMI_K2.context_len) == 2929

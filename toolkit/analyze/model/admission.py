@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from toolkit.analyze.model.spec import (
     CLIP_MAX_NEW_TOKENS,
-    KIMI_K2,
     NEW_TOKEN_RATIO,
     Layout,
     ModelSpec,
@@ -214,18 +213,36 @@ def occupancy_shape(occupancy: tuple[int, ...] | list[int]) -> str:
     return "+".join(map(str, sizes))
 
 
+UNKNOWN_CONTEXT = 1 << 30
+"""The context length of a model nothing states: so long that SGLang's default request cap
+comes out at its floor (2048, or half the pool when that is smaller)."""
+
+
 def replay_model(spec: ModelSpec | None, context_len: int | None) -> ModelSpec:
     """The model a run's admission replay uses: only its context length counts (it sets the
-    default request cap). The run's model, else the default spec with the run's context length
-    (``context_len`` the log states), else the default's own."""
+    default request cap). The run's model, else a model that reads nothing with the context
+    length the log states, else ``UNKNOWN_CONTEXT``; never another model's numbers."""
     if spec is not None:
         return spec
-    if context_len is not None and context_len > 0:
-        return replace(KIMI_K2, context_len=context_len)
-    return KIMI_K2
+    context = context_len if context_len is not None and context_len > 0 else UNKNOWN_CONTEXT
+    return ModelSpec(
+        name="unknown model",
+        layers=1,
+        first_dense_layers=1,
+        experts=0,
+        top_k=0,
+        expert_bytes=0.0,
+        dense_bytes_per_layer=0.0,
+        dense_ffn_bytes=0.0,
+        lm_head_bytes=0.0,
+        hidden_size=1,
+        e_eff=1.0,
+        active_params=0.0,
+        context_len=context,
+    )
 
 
-def admission(layout: Layout, workload: Workload, model: ModelSpec = KIMI_K2) -> tuple[int, ...]:
+def admission(layout: Layout, workload: Workload, model: ModelSpec) -> tuple[int, ...]:
     """Replay SGLang's PP admission of a burst of ``concurrency`` requests; return slot occupancy.
 
     Slot turns go 0, 1, 2, …; each takes requests front-first until the chunk budget, the

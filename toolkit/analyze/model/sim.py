@@ -47,7 +47,7 @@ from toolkit.analyze.model.sim_result import (
     nan_none,
     steady_summary,
 )
-from toolkit.analyze.model.spec import INCIDENT, Layout, Params, StageClock, Workload
+from toolkit.analyze.model.spec import Layout, Params, StageClock, Workload
 from toolkit.errors import ToolkitError
 
 __all__ = [
@@ -311,7 +311,7 @@ def _jittered(value: int, jitter: float, rng: random.Random) -> int:
 def simulate(
     layout: Layout,
     workload: Workload,
-    params: Params = INCIDENT,
+    params: Params,
     *,
     steps: int | None = None,
     duration_s: float | None = None,

@@ -64,6 +64,41 @@ def _record(f: Any) -> dict[str, Any]:
     return record
 
 
+def _by_launch(found: list[Any]) -> list[tuple[str | None, list[Any]]]:
+    """The findings in sections: one (``run · launch``, its findings) per launch when any
+    finding names one, in order of first appearance; else one unnamed section of all."""
+    if not any(getattr(f, "launch", None) for f in found):
+        return [(None, found)]
+    sections: dict[str, list[Any]] = {}
+    for f in found:
+        name = " · ".join(p for p in (f.run, getattr(f, "launch", None)) if p)
+        sections.setdefault(name, []).append(f)
+    return list(sections.items())
+
+
+def _ranked_items(found: list[Any], evidence_rows: int, charts: list[Any]) -> list[Any]:
+    """Faults in rank order with their charts, then the notes folded (their charts are put in
+    ``charts``: a chart cannot sit inside the folded block)."""
+    items: list[Any] = []
+    faults = [f for f in found if f.severity != "info"]
+    notes = [f for f in found if f.severity == "info"]
+    for f in faults:
+        items += _finding_html(f, evidence_rows)
+        if isinstance(f.chart, alt.TopLevelMixin):
+            items.append(f.chart)
+    if notes:
+        items.append(
+            f"<details><summary>{len(notes)} note(s) that are not faults "
+            "(how PP logs, what the load allows)</summary>"
+        )
+        for f in notes:
+            items += _finding_html(f, evidence_rows)
+            if isinstance(f.chart, alt.TopLevelMixin):
+                charts.append(f.chart)
+        items.append("</details>")
+    return items
+
+
 def findings(runs: RunSet, *, evidence_rows: int = 12) -> View:
     """The diagnosis: findings ranked by severity, each with its evidence and remedy, then the
     notes that are not faults (folded), then the checks the runs' inputs could not support (a
@@ -78,29 +113,18 @@ def findings(runs: RunSet, *, evidence_rows: int = 12) -> View:
             else ": every hypothesis checked came out clear."
         )
         items.append(para(text))
-    faults = [f for f in found if f.severity != "info"]
-    notes = [f for f in found if f.severity == "info"]
-    charts = []
-    for f in faults:
-        items += _finding_html(f, evidence_rows)
-        if isinstance(f.chart, alt.TopLevelMixin):
-            items.append(f.chart)
-    if notes:
-        items.append(
-            f"<details><summary>{len(notes)} note(s) that are not faults "
-            "(how PP logs, what the load allows)</summary>"
-        )
-        for f in notes:
-            items += _finding_html(f, evidence_rows)
-            if isinstance(f.chart, alt.TopLevelMixin):
-                charts.append(f.chart)  # a chart cannot sit inside the folded block
-        items.append("</details>")
+    charts: list[Any] = []
+    for heading, group in _by_launch(found):
+        if heading is not None:  # a run directory of several launches: one section each
+            items.append(f'<h2 class="ppscope-launch">{escape(heading)}</h2>')
+        items += _ranked_items(group, evidence_rows, charts)
     items += charts
     if missing:
         items.append(
             f"<details><summary>{len(missing)} check(s) skipped for lack of input</summary>"
         )
-        items.append(pl.DataFrame(missing).select("run", "check", "missing", "supply"))
+        columns = ["run", "launch"] if any(m.get("launch") for m in missing) else ["run"]
+        items.append(pl.DataFrame(missing).select(*columns, "check", "missing", "supply"))
         items.append("</details>")
     records = [_record(f) for f in found]
     return View("findings", items, {"findings": records, "skipped": missing})
