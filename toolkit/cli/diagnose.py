@@ -4,10 +4,11 @@ The text shows, per run (and per launch when a run directory holds several), its
 severity, each with a few rows of evidence and the remedy, then the checks its inputs could not
 support. ``--json`` prints ``{"runs": [{"label",
 "layout", "model", "hardware", "constants", "launches", "clocks"}...], "findings": [{"id",
-"severity", "run", "launch", "title", "summary", "evidence", "remedy", "impact", "basis"}...],
+"severity", "run", "launch", "title", "summary", "evidence", "remedy", "impact", "impact_range",
+"recovers", "basis", "phase", "promise"}...],
 "skipped": [{"run", "check", "missing", "supply", "launch"}...]}``; ``launches`` lists each
 server start with its span and how it ended, ``clocks`` the offset applied to each timed input
-and why, findings ordered by severity, then by the share of throughput each explains.
+and why, findings ordered by severity, then by the share of throughput each remedy recovers.
 ``--format markdown`` prints the same as Markdown for a GitHub issue. ``--fail-on SEVERITY``
 makes the exit code 3 when a finding at or above that severity exists (for CI); 2 stays bad
 input.
@@ -23,6 +24,7 @@ from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import emit, frame_lines, to_json, wrapped
 from toolkit.cli.runs import load_analyses
 from toolkit.diagnose import SEVERITIES, Finding, diagnose, skipped_checks
+from toolkit.diagnose.finding import impact_text, promise_lines
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
@@ -138,7 +140,11 @@ def _unit_lines(
         lines.append(pad + "  nothing found" + (" by the checks that could run" if missing else ""))
     for f in mine:
         lines.append(f"{pad}  {f.severity.upper():<6} {f.id}: {f.title}")
+        if impact_text(f):
+            lines += wrapped("recovers " + impact_text(f), indent)
         lines += wrapped(f.summary, indent)
+        for line in promise_lines(f):
+            lines += wrapped("checked: " + line, indent)
         if f.severity != "info" and f.evidence.height:
             lines.append(f"{indent}evidence:")
             lines += frame_lines(f.evidence, EVIDENCE_ROWS, indent=indent + "  ")

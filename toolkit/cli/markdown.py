@@ -13,6 +13,7 @@ import polars as pl
 
 from toolkit.cli.output import cell
 from toolkit.diagnose import Finding
+from toolkit.diagnose.finding import impact_text, promise_lines
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["findings_markdown", "markdown_table"]
@@ -39,15 +40,17 @@ def findings_markdown(
         ]
         if mine:
             rows = [
-                [f.severity, f"`{f.id}`{_of(f)}: {f.title}", _impact(f.impact), f.basis or "-"]
-                for f in mine
+                [f.severity, f"`{f.id}`{_of(f)}: {f.title}", impact_text(f) or "-"] for f in mine
             ]
-            out += [*markdown_table(["severity", "finding", "impact", "basis"], rows), ""]
+            out += [*markdown_table(["severity", "finding", "recovers"], rows), ""]
         else:
             out += ["No fault found by the checks that could run.", ""]
         for f in mine:
             head = f"### {f.severity.upper()} `{f.id}`{_of(f)}: {_text(f.title)}"
             out += [head, "", _text(f.summary)]
+            checked = promise_lines(f)
+            if checked:
+                out += ["", *(f"- checked: {_text(line)}" for line in checked)]
             if f.severity != "info" and f.evidence.height:
                 out += ["", *_evidence(f.evidence)]
             if f.severity != "info":
@@ -89,10 +92,6 @@ def _evidence(frame: pl.DataFrame) -> list[str]:
 def _of(finding: Finding) -> str:
     """`` (launch 2 of 3 (...))`` for a finding about one launch of several, else nothing."""
     return f" ({finding.launch})" if finding.launch else ""
-
-
-def _impact(impact: float | None) -> str:
-    return "-" if impact is None else f"{impact:.0%}"
 
 
 def _cell(text: str) -> str:

@@ -1,7 +1,7 @@
 """Findings: every hypothesis about why a layout does not scale, checked with evidence.
 
 ``diagnose(runs)`` runs each rule of ``RULES`` on each run and returns the findings ranked by
-severity, then by the share of throughput each explains. A rule is one function of a
+severity, then by the share of throughput each remedy recovers. A rule is one function of a
 ``RunAnalysis`` that returns a ``Finding`` or None; ids are a stable public vocabulary:
 
 ==========================  =========================================================

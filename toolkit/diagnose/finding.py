@@ -24,7 +24,15 @@ import polars as pl
 
 from toolkit.diagnose.thresholds import HIGH_IMPACT, MEDIUM_IMPACT
 
-__all__ = ["BASES", "SEVERITIES", "Finding", "recovers_text", "severity_of"]
+__all__ = [
+    "BASES",
+    "SEVERITIES",
+    "Finding",
+    "impact_text",
+    "promise_lines",
+    "recovers_text",
+    "severity_of",
+]
 
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low", "info")
 """From most to least severe; findings are ranked in this order."""
@@ -145,6 +153,33 @@ class Finding:
             "phase": self.phase,
             "promise": None if self.promise is None else _rows(self.promise),
         }
+
+
+def impact_text(finding: Finding) -> str:
+    """The impact as every output states it: ``+48% tok/s at 32 requests (impact 33%,
+    30–35%, measured)``; empty for a finding with nothing sized."""
+    if finding.impact is None or finding.recovers is None:
+        return ""
+    parts = [f"impact {finding.impact:.0%}"]
+    if finding.impact_range is not None:
+        low, high = finding.impact_range
+        parts.append(f"{low:.0%}–{high:.0%}")
+    if finding.basis:
+        parts.append(finding.basis)
+    return f"{finding.recovers} ({', '.join(parts)})"
+
+
+def promise_lines(finding: Finding) -> list[str]:
+    """One line per load where a run that applied the remedy measured it: before, the
+    promise, after, and whether the promise held."""
+    if finding.promise is None:
+        return []
+    return [
+        f"{r['run']} ({r['setting']}) at {r['concurrency']} requests: {r['now_tok_s']:.1f} → "
+        f"{r['measured_tok_s']:.1f} tok/s measured, {r['promised_low']:.0f}–"
+        f"{r['promised_high']:.0f} promised ({r['verdict']})"
+        for r in finding.promise.iter_rows(named=True)
+    ]
 
 
 def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from typing import Any
 from toolkit.analyze.effects import TripCurve, trip_curve
 from toolkit.diagnose.finding import Finding
 from toolkit.diagnose.noise import model_band, model_range, throughput_noise
-from toolkit.diagnose.promise import Promised, measured_after, missed, promise_table, remedy_runs
+from toolkit.diagnose.promise import Promised, measured_after, promise_table, remedy_runs
 from toolkit.diagnose.sizing import Sizing, ratio, spread
 from toolkit.diagnose.slots import (
     judged,
@@ -207,8 +207,8 @@ class _Estimate:
                 f"--pp-max-micro-batch-size {_remedy_value(table, c)}, measured {after:.1f} tok/s "
                 f"at {c} requests: the packing costs {sizing.words() if sizing else '?'}."
             )
-            off = missed(table)
-            text += f" Promise missed: {off}." if off else " Every promise held there."
+            held = table.filter(table["verdict"] == "within").height
+            text += f" The promise held at {held} of {table.height} loads that run measured."
             return sizing, text
         if promised is None or not now:
             return None, (

@@ -25,7 +25,6 @@ __all__ = [
     "Promised",
     "Remedied",
     "measured_after",
-    "missed",
     "promise_table",
     "remedy_runs",
 ]
@@ -127,16 +126,3 @@ def measured_after(table: pl.DataFrame, concurrency: int) -> tuple[float, str] |
     row = rows.row(0, named=True)
     value = row["measured_tok_s"]
     return (float(value), str(row["run"])) if value and math.isfinite(value) else None
-
-
-def missed(table: pl.DataFrame) -> str:
-    """The loads where a promise missed its range, in words (empty when none did)."""
-    off = table.filter(pl.col("verdict") != "within")
-    if not off.height:
-        return ""
-    parts = [
-        f"at {r['concurrency']} requests {r['run']} measured {r['measured_tok_s']:.0f} tok/s, "
-        f"{r['verdict']} the promised {r['promised_low']:.0f}–{r['promised_high']:.0f}"
-        for r in off.head(4).iter_rows(named=True)
-    ]
-    return "; ".join(parts)

@@ -7,6 +7,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from toolkit.diagnose.finding import impact_text, promise_lines
 from toolkit.report.context import redacting
 from toolkit.report.redact import escape
 from toolkit.report.runs import RunSet
@@ -36,18 +37,15 @@ def _finding_html(f: Any, evidence_rows: int) -> list[Any]:
         by_concurrency(clean_frame(f.evidence)) if isinstance(f.evidence, pl.DataFrame) else None
     )
     run = f" ({f.run})" if f.run else ""
-    basis = getattr(f, "basis", None)  # measured, modelled or assumed, where rules say
-    impact = (
-        f" · ≈{f.impact:.0%} of throughput" + (f" ({basis})" if basis else "")
-        if f.impact is not None
-        else ""
-    )
+    impact = f" · recovers {impact_text(f)}" if impact_text(f) else ""
+    checked = "".join(f"<li>{escape(clean(line))}</li>" for line in promise_lines(f))
     items: list[Any] = [
         f'<div class="ppscope-finding sev-{_severity_rank(f)}">'
         f"<h3>{escape(f.severity.upper())}{escape(run)}: {escape(clean(f.title))} "
         f"<code>{escape(f.id)}</code>{escape(impact)}</h3>"
         f"<p>{escape(clean(f.summary))}</p>"
         f"<p><b>Remedy:</b> {escape(clean(f.remedy))}</p>"
+        + (f"<p><b>Checked against the remedied run:</b></p><ul>{checked}</ul>" if checked else "")
     ]
     if table is not None and table.height:
         items.append(table.head(evidence_rows))

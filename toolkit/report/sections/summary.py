@@ -2,7 +2,8 @@
 
 Everything here is said again, with its evidence, by the sections below it; the summary only
 picks and orders: the gap between two layouts at every concurrency both measured, one line per
-high or medium finding with the share of throughput it explains, the remedy of the top finding,
+high or medium finding with what its remedy recovers (and the before/after a remedied run
+measured), the remedy of the top finding,
 and the checks the inputs could not support. Low-impact findings and informational notes are
 folded away.
 """
@@ -16,6 +17,7 @@ import polars as pl
 
 from toolkit.analyze.scaling import scaling_gap, scaling_table
 from toolkit.diagnose import Finding
+from toolkit.diagnose.finding import impact_text, promise_lines
 from toolkit.report.redact import escape
 from toolkit.report.runs import RunSet
 from toolkit.report.view import STYLE, View, clean
@@ -106,19 +108,14 @@ def _gap_table(table: pl.DataFrame, gap: pl.DataFrame | None) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=["concurrency", *map(str, concurrencies)])
 
 
-def _impact(finding: Finding) -> str:
-    impact = finding.impact
-    if impact is None:
-        return ""
-    basis = getattr(finding, "basis", None)
-    return f" — ≈{impact:.0%} of throughput" + (f" ({basis})" if basis else "")
-
-
 def _finding_line(finding: Finding) -> str:
+    impact = impact_text(finding)
+    checked = "".join(f"<br>checked: {escape(clean(line))}" for line in promise_lines(finding)[:3])
     return (
         f'<li><span class="ppscope-sev sev-{escape(finding.severity)}">'
         f"{escape(finding.severity.upper())}</span> {escape(clean(finding.title))}"
-        f"{escape(_impact(finding))} <code>{escape(finding.id)}</code></li>"
+        f"{escape(' — recovers ' + impact if impact else '')} <code>{escape(finding.id)}</code>"
+        f"{checked}</li>"
     )
 
 
@@ -152,7 +149,7 @@ def _missing(skipped: Sequence[dict[str, str]]) -> str:
 def summary(runs: RunSet, a: str = "", b: str = "") -> View:
     """The verdict first: the gap between ``a`` and ``b`` (default: the first two layouts with
     benchmark results) at the measured concurrencies, the high and medium findings per run with
-    the share of throughput each explains, the change to try first and what data was missing."""
+    what each remedy recovers, the change to try first and what data was missing."""
     found, skipped = runs.diagnosis()
     bench = runs.bench()
     table = scaling_table(bench) if bench is not None else None
@@ -210,7 +207,10 @@ def summary(runs: RunSet, a: str = "", b: str = "") -> View:
                 "severity": f.severity,
                 "title": clean(f.title),
                 "impact": f.impact,
-                "basis": getattr(f, "basis", None),
+                "impact_range": list(f.impact_range) if f.impact_range else None,
+                "recovers": f.recovers,
+                "basis": f.basis,
+                "checked": promise_lines(f),
             }
             for f in ranked
         ],
