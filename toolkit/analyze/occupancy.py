@@ -26,7 +26,7 @@ import math
 import polars as pl
 
 from toolkit.analyze.model import Layout, ModelSpec, Workload, admission
-from toolkit.analyze.model.admission import occupancy_shape
+from toolkit.analyze.model.admission import occupancy_shape, replay_model
 from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.running import PhaseLine, running_in_phase
 from toolkit.analyze.stages import reference_lines
@@ -318,7 +318,7 @@ def _replay(
     out = osl if isinstance(osl, float) and math.isfinite(osl) and osl >= 1 else isl
     try:
         load = Workload(c, max(round(isl), 1), max(round(out), 1))
-        occupancy = admission(layout, load, model) if model else admission(layout, load)
+        occupancy = admission(layout, load, replay_model(model, None))
     except ToolkitError:  # a request that can never fit the pool: no replay, not a crash
         return None, None, None
     sizes = [b for b in occupancy if b > 0]

@@ -157,13 +157,12 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
             id="gpu-idle-bubbles",
             title=f"GPUs idle {worst['idle']:.0%} while decoding at {worst['offered']} requests",
             summary=(
-                f"In phase {worst['phase']} the GPUs were busy {busy:.0%} of the time "
-                f"({worst['metric']}), while the occupancy (~{worst['active_slots_est']:.0f} "
-                f"active slots) lets the serving model expect {expected_busy:.0%}: "
-                f"{worst['unexplained']:.0%} of each GPU's time is bubbles the slots do not "
-                "explain (communication fences, a CPU-bound loop, or slow kernels), and no "
-                f"finding here accounts for them: {sized.words()} of the throughput."
-                f"{unsure_note}"
+                f"{ctx.load_of(worst['phase']).capitalize()} the GPUs were busy {busy:.0%} of "
+                f"the time ({worst['metric']}), while {_occupancy(ctx, worst)} lets the serving "
+                f"model expect {expected_busy:.0%}: {worst['unexplained']:.0%} of each GPU's time "
+                "is bubbles the load does not explain (communication fences, a CPU-bound loop, "
+                f"or slow kernels), and no finding here accounts for them: {sized.words()} of "
+                f"the throughput.{unsure_note}"
             ),
             evidence=evidence,
             remedy=(
@@ -178,8 +177,7 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
     worst = max(idle, key=lambda r: r["idle"])
     expected = worst["expected_idle"]
     model = (
-        f"; with ~{worst['active_slots_est']:.0f} active slots for {ctx.pp} stages the serving "
-        f"model expects {expected:.0%} idle"
+        f"; with {_occupancy(ctx, worst)} the serving model expects {expected:.0%} idle"
         if expected is not None and worst["active_slots_est"] is not None
         else ""
     )
@@ -193,13 +191,21 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
         severity="info",
         title=f"GPUs idle {worst['idle']:.0%} while decoding at {worst['offered']} requests",
         summary=(
-            f"In phase {worst['phase']} the GPUs were busy {worst['busy']:.0%} "
-            f"({worst['metric']}){model}. {why}{unsure_note}"
+            f"{ctx.load_of(worst['phase']).capitalize()} the GPUs were busy "
+            f"{worst['busy']:.0%} ({worst['metric']}){model}. {why}{unsure_note}"
         ),
         evidence=evidence,
         remedy="Act on the findings that explain the idle time, then look again.",
         phase=worst["phase"],
     )
+
+
+def _occupancy(ctx: RunAnalysis, row: dict[str, Any]) -> str:
+    """The load of a ``_phase_idle`` row in the layout's words: slots for stages under PP, the
+    batch without."""
+    if ctx.pp > 1:
+        return f"~{row['active_slots_est']:.0f} active slots for {ctx.pp} stages"
+    return f"one batch of ~{row['offered']} requests"
 
 
 def _phase_idle(ctx: RunAnalysis) -> list[dict[str, Any]]:
