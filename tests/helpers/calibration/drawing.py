@@ -296,6 +296,8 @@ def _attempt(name: str, rng: random.Random, plan: _Plan) -> Calibrated | None:
         rnd = sc.machine.round_ms(sc.layout, _burst(sc, top), sc.launch.graph_max)
         machine = replace(machine, o=round(rnd * share / (1 - share), 3))
         sc = build()
+    # nvidia-smi every 100 ms as `ppscope capture` records it, or coarser by hand.
+    sc = replace(sc, gpu_interval_ms=rng.choice([100, 250, 1000]))
     drawn = {
         "shape": plan.shape,
         "load": "high" if high else "low",
