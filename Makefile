@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench lab lint clean
+.PHONY: demo test fuzz bench calibration lab lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/line_bench.py
 	$(BIN)/python bench/gpu_bench.py
 	$(BIN)/python bench/report_bench.py
+
+# A report, not a test: ppscope's findings against drawn runs whose truth is known.
+# CALIBRATION_RUNS=N sets the number of draws (60).
+calibration: $(STAMP)
+	$(BIN)/python bench/calibration.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO
+from helpers.independence import toolkit_imports
 from helpers.scenarios import SCENARIOS, build, expected, names, scenario
 
 PACKAGE = REPO / "tests" / "helpers" / "scenarios"
@@ -148,23 +149,7 @@ def phase_of(directory: Path) -> list[tuple[datetime, datetime]]:
 
 
 def test_imports_nothing_from_toolkit() -> None:
-    for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                modules = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                assert node.level == 0 or node.module != "toolkit", path
-                modules = [node.module or ""]
-            elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") in (
-                "import_module",
-                "__import__",
-            ):
-                pytest.fail(f"{path.name}:{node.lineno} imports dynamically")
-            else:
-                continue
-            for module in modules:
-                assert module.split(".")[0] != "toolkit", f"{path.name}:{node.lineno} {module}"
+    assert not toolkit_imports(PACKAGE)
 
 
 def test_names_are_stable_and_each_model_is_different() -> None:

@@ -46,6 +46,9 @@ MODELS: dict[str, Model] = {
         Model("Qwen/Qwen3-30B-A3B", 48, "Qwen3MoeForCausalLM", 61, 40960, 2048),
         Model("meta-llama/Meta-Llama-3-70B-Instruct", 80, "LlamaForCausalLM", 141, 8192, 4096),
         Model("mistralai/Mixtral-8x7B-Instruct-v0.1", 32, "MixtralForCausalLM", 93, 32768, 4096),
+        Model("meta-llama/Llama-3.1-8B-Instruct", 32, "LlamaForCausalLM", 16, 131072, 4096),
+        # INT4 experts (compressed-tensors, group 32), MLA attention kept in bf16
+        Model("moonshotai/Kimi-K2-Thinking", 61, "DeepseekV3ForCausalLM", 594, 262144, 1152, True),
     )
 }
 

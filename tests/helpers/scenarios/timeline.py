@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from helpers.scenarios.machine import Layout, fill_pass
 from helpers.scenarios.spec import Phase, Scenario
 
-__all__ = ["Event", "PhaseRun", "Request", "Segment", "Timeline", "play"]
+__all__ = ["Event", "PhaseRun", "Request", "Segment", "Timeline", "forget", "play"]
 
 DECODE_LOG_INTERVAL = 40  # SGLang's default; ``Scenario.decode_log_interval`` sets it
 RATIO_INIT, RATIO_MIN, RATIO_DECAY, RETRACT_STEPS = 0.7, 0.1, 0.001, 20
@@ -427,6 +427,13 @@ def play(sc: Scenario) -> Timeline:
 
 
 _PLAYED: dict[tuple, Timeline] = {}
+
+
+def forget(name: str) -> None:
+    """Drop the sessions played for scenarios named ``name`` (a generator that plays many
+    variants of a run keeps memory flat this way)."""
+    for key in [k for k in _PLAYED if k[0] == name]:
+        del _PLAYED[key]
 
 
 def _play(sc: Scenario) -> Timeline:
