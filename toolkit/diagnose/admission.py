@@ -16,6 +16,7 @@ offered load is more than the layout serves.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -33,6 +34,7 @@ from toolkit.diagnose.slots import measured_round
 from toolkit.diagnose.thresholds import (
     ASSUMED_ELASTICITY,
     ASSUMED_MODEL_ERROR,
+    ELASTICITY_FLOOR,
     KV_FULL,
     MODEL_AGREEMENT,
     NEAR_CAP,
@@ -160,15 +162,19 @@ def queued_cost(
     e = elasticity(ctx.throughput_curve, offered)
     if e is not None:
         low_e, high_e = _elasticity_range(ctx, offered, noise)
+        # above the loads it measured a sweep may level off (a batch that outgrows its weight
+        # reads turns compute-bound), down to ELASTICITY_FLOOR
+        low_e = min(low_e, ELASTICITY_FLOOR)
         sized = spread(
             1 - share**e,
             [1 - share**low_e, 1 - share**high_e],
             basis="measured",
             where=where,
-            rests_on=(f"sweep elasticity {low_e:.2f}–{high_e:.2f}", noise_words),
-        ).widened(
-            ASSUMED_MODEL_ERROR,
-            f"±{ASSUMED_MODEL_ERROR:.0%} for carrying that growth up to {offered} (assumed)",
+            rests_on=(
+                f"sweep elasticity {low_e:.2f}–{high_e:.2f}, the low end for growth that levels "
+                f"off above the loads measured (assumed)",
+                noise_words,
+            ),
         )
         return sized, (
             f" This run's sweep grows ×{2**e:.2f} per doubling of load below {offered} "
@@ -245,18 +251,22 @@ def queued_cost(
 
 
 def _elasticity_range(ctx: RunAnalysis, offered: int, noise: float) -> tuple[float, float]:
-    """The sweep's elasticity below ``offered`` with its two loads' throughputs moved by their
-    noise in opposite directions: the lowest and highest slope the measurements allow."""
+    """The sweep's elasticity below ``offered``: its last two loads' throughputs moved by their
+    noise in opposite directions (the lowest and highest slope they allow), the high end also
+    the steepest pair of neighbouring loads below (growth may hold up as it did there)."""
     curve = ctx.throughput_curve
     loads = sorted(c for c in curve if 0 < c < offered and curve[c] > 0)
-    a, b = loads[-2], loads[-1]
     out = []
+    a, b = loads[-2], loads[-1]
     for sign in (-1, 1):
         hi = curve[b] * (1 + sign * noise)
         lo = curve[a] * (1 - sign * noise)
-        slope = math.log(hi / lo) / math.log(b / a)
-        out.append(min(1.0, max(0.0, slope)))
-    return min(out), max(out)
+        out.append(math.log(hi / lo) / math.log(b / a))
+    steepest = max(
+        math.log(curve[y] / curve[x]) / math.log(y / x) for x, y in itertools.pairwise(loads)
+    )
+    low = min(1.0, max(0.0, min(out)))
+    return low, min(1.0, max(0.0, *out, steepest))
 
 
 def _from_rounds(

@@ -20,10 +20,11 @@ import polars as pl
 
 from toolkit.analyze.config import layer_partition_of
 from toolkit.analyze.model import StageClock, layer_partition
+from toolkit.analyze.model.ranges import plausible_hop
 from toolkit.diagnose.finding import Finding
 from toolkit.diagnose.noise import model_range
 from toolkit.diagnose.sizing import Sizing, spread
-from toolkit.diagnose.slots import SLOT_TOLERANCE, certain_busy, load_of_row
+from toolkit.diagnose.slots import SLOT_TOLERANCE, certain_busy, load_of_row, measured_round
 from toolkit.diagnose.thresholds import IMBALANCE, MIN_NOISE
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
@@ -61,7 +62,11 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
     ratio = top[measure] / mean
     metric = values["metric"][0]
     shares = {int(r["pp"]): float(r[measure]) for r in values.iter_rows(named=True)}
-    measured = _measured_split(ctx, shares)
+    fullest = max(full, key=load_of_row) if full else None
+    if fullest is not None:
+        shares = _phase_shares(ctx, fullest["phase"]) or shares
+    slots = float(fullest["active_slots_est"] or ctx.pp) if fullest is not None else ctx.pp
+    measured = _measured_split(ctx, shares, slots, _hop_share(ctx, fullest))
     partition = measured[0] if measured else _rebalanced(ctx, top["pp"], low["pp"])
     text = ",".join(map(str, partition)) if partition else None
     sized: Sizing | None = None
@@ -147,13 +152,41 @@ def _sized(
     )
 
 
+def _phase_shares(ctx: RunAnalysis, phase: int) -> dict[int, float]:
+    """Each stage's trace busy share (%) in one phase, when every stage has one there."""
+    by_phase = certain_busy(ctx)
+    if by_phase is None:
+        return {}
+    rows = by_phase.filter(pl.col("phase") == phase).drop_nulls("busy_pct")
+    shares = {int(r["pp"]): float(r["busy_pct"]) for r in rows.iter_rows(named=True)}
+    return shares if sorted(shares) == list(range(ctx.pp)) else {}
+
+
+def _hop_share(ctx: RunAnalysis, row: dict[str, Any] | None) -> tuple[float, float]:
+    """The share (%) of the phase's round its micro-batch's hops round the ring take, at the
+    ends of the plausible range of a hop (the model's fitted value counts as both ends)."""
+    rnd = measured_round(ctx, row) if row is not None else None
+    if not rnd or ctx.fit is None:
+        return 0.0, 0.0
+    if "hop_s" in ctx.fit.fitted:
+        hop = ctx.fit.params.hardware.hop_s
+        return (100 * ctx.pp * hop / rnd,) * 2
+    low, high = plausible_hop(ctx.machine)
+    return 100 * ctx.pp * low / rnd, 100 * ctx.pp * high / rnd
+
+
 def _measured_split(
-    ctx: RunAnalysis, shares: dict[int, float]
+    ctx: RunAnalysis, shares: dict[int, float], slots: float, hops: tuple[float, float]
 ) -> tuple[tuple[int, ...], float, float] | None:
-    """The layer split the measured busy shares call for, and its gain (``1 − max_after /
-    max_now``) at the two ends of what the shares allow: the last stage's excess over the other
-    stages' time per layer fixed (its lm_head does not move: the low end), or all of every
-    stage's time moving with its layers (the high end). Layers move one at a time from the
+    """The layer split the measured busy shares call for, and its gain at the two ends of what
+    the shares allow: the last stage's excess over the other stages' time per layer fixed (its
+    lm_head does not move: the low end), or all of every stage's time moving with its layers
+    (the high end). A busy share is a stage's time over the round, so the round shortens by
+    the slowest stage's share less the slowest share after the move, and that difference is
+    the impact (``1 − round_after/round_now``); the rest of the round, idle on every stage,
+    stays. The round never gets shorter than one micro-batch's trip: every stage's share over
+    the ``slots`` micro-batches of a round, plus its ``hops`` (share % at a plausible hop's
+    low and high end). Layers move one at a time from the
     slowest stage to the fastest while that shortens the slowest, under the low end's
     arithmetic. None without the current split's layer counts or a gain."""
     layers = ctx.params.model.layers if ctx.params is not None else None
@@ -172,8 +205,13 @@ def _measured_split(
     if tuple(split) == tuple(now):
         return None
     before = max(times)
-    low = 1 - max(f + r * n for f, r, n in zip(fixed, kept, split, strict=True)) / before
-    high = 1 - max(r * n for r, n in zip(rates, split, strict=True)) / before
+    trip = sum(times) / max(slots, 1.0)
+    after_low = max(
+        max(f + r * n for f, r, n in zip(fixed, kept, split, strict=True)), trip + hops[1]
+    )
+    after_high = max(max(r * n for r, n in zip(rates, split, strict=True)), trip + hops[0])
+    low = (before - after_low) / 100
+    high = (before - after_high) / 100
     if max(low, high) <= 0:
         return None
     return tuple(split), max(0.0, min(low, high)), max(low, high)

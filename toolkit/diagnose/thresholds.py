@@ -35,6 +35,7 @@ MODEL_AGREEMENT = 0.25  # the model sizes a phase only if it reproduces its tok/
 # How decode throughput grows with the batch where nothing measures it: at least as the square
 # root (a round reads its weights once), at most in proportion.
 ASSUMED_ELASTICITY = (0.5, 1.0)
+ELASTICITY_FLOOR = 0.25  # least growth with load a sweep may level off to above its loads
 
 # KV pool
 POOL_FULL = 0.95  # token usage counted as a full pool

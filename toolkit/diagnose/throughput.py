@@ -197,14 +197,18 @@ def prefill_interference(ctx: RunAnalysis) -> Finding | None:
     noise, noise_words = throughput_noise(ctx, phase)
     base = prefill_loss(worst)
     shift = [prefill_loss(worst, 1 + sign * noise) - base for sign in (-1, 1)]
+    with_share = worst["time_with_s"] / worst["time_s"] if worst["time_s"] else 0.0
     sized = spread(
         float(worst["loss"]),
-        [float(worst["loss"]) + d for d in shift],
+        [float(worst["loss"]) + d for d in shift] + [with_share],
         basis="measured",
         where=load,
-        rests_on=(f"rate without prefill {noise_words}",),
+        rests_on=(
+            f"rate without prefill {noise_words}",
+            f"at most all of the {with_share:.0%} of decode time its windows with prefill last "
+            "(a window's line averages over the stall)",
+        ),
     )
-    with_share = worst["time_with_s"] / worst["time_s"] if worst["time_s"] else 0.0
     skip = (
         "a slot that prefills on its turn skips its decode step"
         if ctx.pp > 1

@@ -28,7 +28,7 @@ from toolkit.analyze.model.machine import HBM_EFFICIENCY, MachineIdentity
 from toolkit.analyze.model.spec import Hardware, ModelSpec, Params
 from toolkit.errors import ToolkitError
 
-__all__ = ["PLAUSIBLE", "ROUTING_SKEW", "Variant", "variants"]
+__all__ = ["PLAUSIBLE", "ROUTING_SKEW", "Variant", "plausible_fit", "plausible_hop", "variants"]
 
 PLAUSIBLE: dict[str, dict[str, tuple[float, float]]] = {
     "hbm_efficiency": {"any": (0.65, 0.92)},
@@ -70,6 +70,11 @@ def _link(machine: MachineIdentity) -> str:
 def _ends(name: str, link: str) -> tuple[float, float]:
     table = PLAUSIBLE[name]
     return table.get(link, table.get("any", next(iter(table.values()))))
+
+
+def plausible_hop(machine: MachineIdentity) -> tuple[float, float]:
+    """(low, high) seconds of one PP hop on ``machine``'s interconnect."""
+    return _ends("hop_s", _link(machine))
 
 
 def variants(
@@ -116,6 +121,8 @@ def variants(
                 )
             except (ToolkitError, ZeroDivisionError, ValueError):
                 refit = None
+            if refit is not None:
+                refit = plausible_fit(refit, machine, hw, sources)
         params = refit.params if refit is not None else Params(spec, hw)
         out.append(Variant(name, value, params, refit))
     return out
