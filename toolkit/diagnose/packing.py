@@ -33,7 +33,7 @@ from toolkit.diagnose.slots import (
     slowest_stage_ratio,
     trip_points,
 )
-from toolkit.diagnose.thresholds import ASSUMED_MODEL_ERROR
+from toolkit.diagnose.thresholds import ASSUMED_MODEL_ERROR, METHOD_ERROR
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["pp_underfilled_slots"]
@@ -133,12 +133,13 @@ class _Estimate:
                 return None
             error = self.curve_error[0]
             after = [now * g * self.scale for g in gains if g is not None]
+            error += METHOD_ERROR
             return Promised(after[0], min(after) / (1 + error), max(after) * (1 + error))
         values = self._modelled(r, cap)
         if not values:
             return None
         central = values[0]
-        error = self.band[0] if self.band is not None else ASSUMED_MODEL_ERROR
+        error = (self.band[0] if self.band is not None else ASSUMED_MODEL_ERROR) + METHOD_ERROR
         low = min(values) / (1 + error) * self.scale
         high = max(values) * (1 + error) * self.scale
         return Promised(central * self.scale, low, high)
@@ -199,7 +200,7 @@ class _Estimate:
             after, run = check
             sizing = ratio(
                 now, after, basis="measured", where=where, now_noise=noise, after_noise=noise,
-                rests_on=(f"{run} measured after the change", noise_words),
+                rests_on=(f"{run} measured after the change", noise_words), carried=False,
             )  # fmt: skip
             self.scale = after / promised.tok_s if promised else 1.0
             text += (
@@ -222,7 +223,13 @@ class _Estimate:
         elif self.band is not None:
             reasons += ["assumed constants over their plausible range", self.band[1]]
         sizing = ratio(
-            now, promised.tok_s, basis=basis, where=where, now_noise=noise, rests_on=reasons
+            now,
+            promised.tok_s,
+            basis=basis,
+            where=where,
+            now_noise=noise,
+            rests_on=[*reasons, f"±{METHOD_ERROR:.0%} for carrying it to the remedied run"],
+            carried=False,
         )
         if sizing is not None:
             low = ratio(now, promised.low, basis=basis)
@@ -232,7 +239,8 @@ class _Estimate:
                 [sizing.low, sizing.high, *(s.impact for s in (low, high) if s is not None)],
                 basis=basis,
                 where=where,
-                rests_on=reasons,
+                rests_on=sizing.rests_on,
+                carried=False,
             )
             text += f" The packing costs {sizing.words()}."
         return sizing, text

@@ -124,7 +124,7 @@ def _single_stream(ctx: RunAnalysis) -> Finding | None:
             "overhead at the ends of its plausible range",
         ),
     )
-    if sized.impact < MIN_UNEXPLAINED or sized.low <= 0:
+    if sized.impact < MIN_UNEXPLAINED or sized.range[0] <= 0:
         return None
     fields = sized.fields()
     if fields["severity"] == "high":
@@ -212,8 +212,9 @@ def _from_idle(
             f"{top['metric']} over {top['samples']} samples ±{noise:.0%}",
             expected_words,
         ),
+        carried=False,
     )
-    if sized.impact < MIN_UNEXPLAINED or sized.low <= 0:
+    if sized.impact < MIN_UNEXPLAINED or sized.range[0] <= 0:
         return None
     gap = sized.impact * measured
     unit = _unit(ctx)
@@ -351,8 +352,9 @@ def _from_model(
             "constants",
             band_words,
         ),
+        carried=False,
     )
-    if sized.impact < MIN_UNEXPLAINED or sized.low <= 0:
+    if sized.impact < MIN_UNEXPLAINED or sized.range[0] <= 0:
         return None
     gap = sized.impact * measured
     unit = _unit(ctx)
@@ -373,8 +375,8 @@ def _from_model(
                 "explained_ms": round(total * 1e3, 1),
                 "unexplained_ms": round(gap * 1e3, 1),
                 "share": round(sized.impact, 3),
-                "share_low": round(sized.low, 3),
-                "share_high": round(sized.high, 3),
+                "share_low": round(sized.range[0], 3),
+                "share_high": round(sized.range[1], 3),
                 "explained_by": _explained_by(counted),
             }
         ]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.diagnose.finding import recovers_text, severity_of
+from toolkit.diagnose.thresholds import METHOD_ERROR
 
 __all__ = ["Sizing", "combine", "ratio", "share", "spread"]
 
@@ -37,10 +38,17 @@ class Sizing:
     basis: str
     where: str = ""
     rests_on: tuple[str, ...] = ()
+    carried: bool = True  # the remedied throughput is worked out, not measured
 
     @property
     def range(self) -> tuple[float, float]:
-        return (self.low, self.high)
+        """``(low, high)``; a sizing ``carried`` to the remedied run by arithmetic is widened
+        by ``METHOD_ERROR`` of the remedied throughput (the arithmetic's own error)."""
+        if not self.carried:
+            return (self.low, self.high)
+        low = 1 - (1 - self.low) * (1 + METHOD_ERROR)
+        high = 1 - (1 - self.high) * (1 - METHOD_ERROR)
+        return (min(_clip(low), self.impact), max(_clip(high), self.impact))
 
     @property
     def severity(self) -> str:
@@ -63,8 +71,12 @@ class Sizing:
 
     def words(self) -> str:
         """``≈32 % (28–41 %: bench noise ±2 %; ...)``: the impact as the text states it."""
-        span = f"{self.low:.0%}–{self.high:.0%}"
-        why = "; ".join(self.rests_on)
+        low, high = self.range
+        span = f"{low:.0%}–{high:.0%}"
+        reasons = self.rests_on
+        if self.carried:
+            reasons = (*reasons, f"±{METHOD_ERROR:.0%} for carrying it to the remedied run")
+        why = "; ".join(reasons)
         return f"≈{self.impact:.0%} ({span}{': ' + why if why else ''})"
 
     def widened(self, relative: float, reason: str) -> Sizing:
@@ -81,6 +93,7 @@ class Sizing:
             self.basis,
             self.where,
             (*self.rests_on, reason),
+            self.carried,
         )
 
 
@@ -93,15 +106,19 @@ def ratio(
     now_noise: float = 0.0,
     after_noise: float = 0.0,
     rests_on: Iterable[str] = (),
+    carried: bool = True,
 ) -> Sizing | None:
     """``1 − now/after`` with ``now`` and ``after`` each uncertain by a relative half-width
-    (``now_noise``, ``after_noise``); None when either throughput is not positive."""
+    (``now_noise``, ``after_noise``); ``carried=False`` when ``after`` was measured on a run
+    with the remedy applied. None when either throughput is not positive."""
     if not (now > 0 and after > 0 and math.isfinite(now) and math.isfinite(after)):
         return None
     impact = _clip(1 - now / after)
     low = _clip(1 - now * (1 + now_noise) / (after * (1 - min(after_noise, 0.9))))
     high = _clip(1 - now * max(0.0, 1 - now_noise) / (after * (1 + after_noise)))
-    return Sizing(impact, min(low, impact), max(high, impact), basis, where, tuple(rests_on))
+    return Sizing(
+        impact, min(low, impact), max(high, impact), basis, where, tuple(rests_on), carried
+    )
 
 
 def share(
@@ -112,6 +129,7 @@ def share(
     basis: str,
     where: str = "",
     rests_on: Iterable[str] = (),
+    carried: bool = True,
 ) -> Sizing:
     """An impact bounded directly (a share of time, tokens or idle), clipped to [0, 1) and
     ordered so that ``low ≤ impact ≤ high``."""
@@ -123,6 +141,7 @@ def share(
         basis,
         where,
         tuple(rests_on),
+        carried,
     )
 
 
@@ -133,13 +152,14 @@ def spread(
     basis: str,
     where: str = "",
     rests_on: Iterable[str] = (),
+    carried: bool = True,
 ) -> Sizing:
     """An impact computed once with the central values and once per plausible variant of what
     it rests on: the range is the variants' lowest and highest."""
     values = [v for v in variants if math.isfinite(v)]
     low = min(values, default=central)
     high = max(values, default=central)
-    return share(central, low, high, basis=basis, where=where, rests_on=rests_on)
+    return share(central, low, high, basis=basis, where=where, rests_on=rests_on, carried=carried)
 
 
 def combine(parts: Sequence[Sizing], *, where: str = "") -> Sizing | None:

@@ -252,6 +252,7 @@ def _measured_depth(
             now_noise=noise,
             after_noise=noise,
             rests_on=(f"{remedy.ctx.label} measured with depth {remedy.value}", words),
+            carried=False,
         )
         if sized is not None:
             return sized, (

@@ -22,6 +22,9 @@ MEDIUM_IMPACT = 0.05
 # How sure a number is
 MIN_NOISE = 0.02  # a rerun of the same benchmark differs by this much at least (relative)
 ASSUMED_MODEL_ERROR = 0.15  # the serving model's error where no point of the run checks it
+# How far the arithmetic that carries a measurement to the remedied run may miss on its own
+# (relative, on the remedied throughput): set by the calibration suite's drawn runs.
+METHOD_ERROR = 0.10
 
 # Micro-batch slots
 SLOT_TOLERANCE = 0.5  # active-slot estimates carry ~10 % noise: half a slot short is no fault

@@ -118,7 +118,7 @@ def _gap(ctx: RunAnalysis, now: float, other: float, c: int, what: str) -> Sizin
     noise, words = throughput_noise(ctx, _phase_at(ctx, c))
     sized = ratio(
         now, other, basis="measured", where=f"at {c} requests", now_noise=noise,
-        after_noise=noise, rests_on=(words, what),
+        after_noise=noise, rests_on=(words, what), carried=False,
     )  # fmt: skip
     assert sized is not None  # both throughputs are measured and positive
     return sized
