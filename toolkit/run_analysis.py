@@ -8,14 +8,13 @@ GPU trace never loads one and a rule that needs only the config never reads the 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from toolkit.analyze import gpu_clock, runtime_config
+from toolkit.analyze import runtime_config
 from toolkit.analyze.config import (
     captured_sizes,
     derived_settings,
@@ -24,6 +23,7 @@ from toolkit.analyze.config import (
     model_layout,
 )
 from toolkit.analyze.cudagraph import cuda_graph_coverage, graph_summary
+from toolkit.analyze.evidence import RunEvidence
 from toolkit.analyze.kv import RETRACTION_PREFIXES, kv_pressure, retractions
 from toolkit.analyze.launches import LaunchViews
 from toolkit.analyze.model import Layout
@@ -34,14 +34,7 @@ from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.partition import stage_memory, uneven_partition
 from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.serving import ServingModel, model_groups
-from toolkit.analyze.stages import (
-    LOG_INTERVAL,
-    apart_note,
-    phase_busy,
-    stage_busy,
-    stage_desync,
-    stage_timeline,
-)
+from toolkit.analyze.stages import LOG_INTERVAL, stage_desync, stage_timeline
 from toolkit.errors import ToolkitError
 from toolkit.load.run import Run, load_run
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
@@ -49,7 +42,7 @@ from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_comman
 __all__ = ["RunAnalysis", "model_groups", "observed_points"]
 
 
-class RunAnalysis(LaunchViews, ServingModel):
+class RunAnalysis(LaunchViews, ServingModel, RunEvidence):
     """The analyses of one run directory, on first use.
 
     Parameters
@@ -155,7 +148,7 @@ class RunAnalysis(LaunchViews, ServingModel):
             self.bench,
             chunked_prefill_size=chunk,
             pp_size=self.pp,
-            marks=self.run.phase_marks,
+            marks=self.phase_marks,  # on the log's clock (RunEvidence)
         )
 
     @cached_property
@@ -231,90 +224,6 @@ class RunAnalysis(LaunchViews, ServingModel):
     @cached_property
     def kv(self) -> pl.DataFrame:
         return kv_pressure(self.batches, self.retracted)
-
-    # ------------------------------------------------------------------ GPU trace
-    @cached_property
-    def clock_candidate(self) -> tuple[float, float, float] | None:
-        """The GPU clock's shift against the log's, if any (``gpu_clock.clock_candidate``)."""
-        if any(m["input"] == "GPU trace" for m in self.run.mismatches):
-            return None
-        return gpu_clock.clock_candidate(self.run.gpu, self.batches)
-
-    @cached_property
-    def clock_shift(self) -> tuple[float, float, float] | None:
-        """``clock_candidate`` when its agreement reaches ``CLOCK_AGREEMENT``: the trace is then
-        read shifted; else None."""
-        found = self.clock_candidate
-        return found if found is not None and found[1] >= gpu_clock.CLOCK_AGREEMENT else None
-
-    @cached_property
-    def gpu_placement(self) -> tuple[datetime, float, float] | None:
-        """Where a GPU trace that prints no time lines up with the log (``gpu_clock.placement``)."""
-        return gpu_clock.placement(self.run, self.batches)
-
-    @property
-    def gpu_placed(self) -> bool:
-        """Whether ``gpu_placement`` is clear enough to read the trace at that place."""
-        return gpu_clock.is_clear(self.gpu_placement)
-
-    @cached_property
-    def gpu_samples(self) -> pl.DataFrame | None:
-        """GPU trace samples on the log's clock, or None when the run has no trace, its trace
-        does not overlap the launch or prints no time (``Run.mismatches`` says so). Samples
-        without a time are left out; a trace whose clock is clearly off (``clock_shift``) is
-        shifted onto the log's, and the diagnosis says so."""
-        samples = self.run.node_samples  # the trace, each sample on its node
-        if samples is not None and self.gpu_placed and self.gpu_placement is not None:
-            placed = samples.filter(pl.col("elapsed_s").is_not_null())
-            return placed.with_columns(ts=gpu_clock.at_elapsed(self.gpu_placement[0]))
-        if any(m["input"] == "GPU trace" for m in self.run.mismatches):
-            return None
-        if not isinstance(samples, pl.DataFrame) or not samples.height:
-            return None
-        samples = samples.filter(pl.col("ts").is_not_null())
-        if not samples.height:
-            return None
-        if self.clock_shift is not None:
-            shift = timedelta(seconds=self.clock_shift[0])
-            samples = samples.with_columns(pl.col("ts") + shift)
-        return samples
-
-    @cached_property
-    def mismatches(self) -> list[dict[str, str]]:
-        """Inputs that do not belong together (``Run.mismatches``), and the GPU clock's notes."""
-        return gpu_clock.clock_notes(
-            self.run, self.gpu_placement, self.gpu_placed, self.clock_candidate, self.clock_shift
-        ) + apart_note(self.timeline)
-
-    @cached_property
-    def roles(self) -> pl.DataFrame | None:
-        """Which GPU runs which stage (``gpu_roles`` of the resolved layout, ``Run.layout``),
-        or None when neither a launch nor any witness of the layout is at hand."""
-        layout = self.run.layout
-        if not layout.known and self.launch is None:
-            return None
-        try:
-            from toolkit.load.gpu.roles import gpu_roles
-        except ImportError:
-            return None
-        try:
-            return gpu_roles(layout, inventory=self.run.gpu_inventory)
-        except ToolkitError:
-            return None
-
-    @cached_property
-    def busy(self) -> pl.DataFrame:
-        """Per stage busy share while decoding (trace, else the log's fwd occupancy)."""
-        return stage_busy(self.batches, self.gpu_samples, self.roles, timeline=self.timeline)
-
-    @cached_property
-    def busy_by_phase(self) -> pl.DataFrame | None:
-        if self.gpu_samples is None:
-            return None
-        windows = self.phase_summary.select(
-            "phase", pl.col("steady_start").alias("start"), pl.col("steady_end").alias("end")
-        ).drop_nulls()
-        return phase_busy(self.gpu_samples, self.roles, windows if windows.height else self.phases)
 
     # ------------------------------------------------------------------ intended vs effective
     @property

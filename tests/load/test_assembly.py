@@ -150,11 +150,14 @@ def test_an_untimed_file_beside_a_timed_trace_is_named_alone(tmp_path: Path) -> 
 def test_a_weak_clock_shift_is_named_but_not_applied(tmp_path: Path) -> None:
     """A shift that agrees better than the recorded clock, but under ``CLOCK_AGREEMENT``, is
     told to the reader with the offset to set; the trace stays on its recorded clock."""
-    from toolkit.analyze.gpu_clock import CLOCK_AGREEMENT
+    from toolkit.analyze.clocks import CLOCK_AGREEMENT, ClockFit
 
     ctx = RunAnalysis(SAMPLE / "pp8")
     recorded = ctx.run.gpu.samples["ts"].min()
-    ctx.__dict__["clock_candidate"] = (-40.0, CLOCK_AGREEMENT - 0.05, 0.2)
+    (source,) = ctx.trace_fits
+    weak = ClockFit("GPU trace", "gpu.csv", 0.0, "weak", True, -40.0, CLOCK_AGREEMENT - 0.05, 0.2)
+    ctx.__dict__["trace_fits"] = {source: weak}
+    assert ctx.clock_candidate == (-40.0, CLOCK_AGREEMENT - 0.05, 0.2)
     assert ctx.clock_shift is None
     assert ctx.gpu_samples is not None and ctx.gpu_samples["ts"].min() == recorded
     (note,) = [m for m in ctx.mismatches if m["input"] == "GPU clock"]
@@ -204,3 +207,6 @@ def test_a_gpu_trace_with_no_time_is_placed_by_its_busy_stretches(tmp_path: Path
     assert f"start = {start:%Y-%m-%dT%H:%M:%S}" in note["detail"] and "read there" in note["detail"]
     assert ctx.busy_by_phase is not None and ctx.busy_by_phase.height
     assert ctx.clock_shift is None  # placed once, not shifted again
+    (record,) = ctx.clocks
+    assert record["files"] == "gpu.dcgmi" and record["source"] == "estimated"
+    assert f"first sample at {start:%Y-%m-%d %H:%M:%S}" in record["note"]

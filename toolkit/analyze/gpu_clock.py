@@ -1,24 +1,23 @@
-"""A GPU trace on the log's clock: a shifted clock found, a trace without time placed.
+"""A GPU trace without time placed on the log's clock, and the notes of every input's clock.
 
-The trace's busy seconds are lined up with the log's decoding stretches
-(``series.cadence_windows``: cut at pauses of the log's own cadence). A shift of the whole trace
-that agrees clearly better than the recorded clock is named, and applied when its agreement is
-high; a trace that prints no time (``dcgmi dmon`` without ``[gpu_trace] start``) is placed where
-it agrees best, and used only when that place stands out.
+A trace that prints no time (``dcgmi dmon`` without ``[gpu_trace] start``) is placed where its
+busy stretches agree best with the log's decoding stretches (``series.cadence_windows``: cut at
+pauses of the log's own cadence), and used only when that place stands out. Timed inputs are
+fitted file by file (``input_clocks``); ``clock_notes`` says what was found and done.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 
+from toolkit.analyze.clocks import CLOCK_AGREEMENT, CLOCK_GAIN, MIN_CLOCK_SHIFT_S, ClockFit
 from toolkit.analyze.series import busy_pct, cadence_windows
-from toolkit.load.assembly import clock_offset, clock_placement
-from toolkit.load.gpu import trace_formats
-from toolkit.load.gpu.trace import GpuTrace
+from toolkit.load.assembly import clock_placement
 from toolkit.load.run import Run
 
 __all__ = [
@@ -26,47 +25,12 @@ __all__ = [
     "CLOCK_GAIN",
     "MIN_CLOCK_SHIFT_S",
     "at_elapsed",
-    "clock_candidate",
     "clock_notes",
     "is_clear",
     "placement",
 ]
 
-MIN_CLOCK_SHIFT_S = 3.0
-"""A GPU clock off the log's by less than this is within the sampling noise of both."""
-
-CLOCK_GAIN = 0.15
-"""Agreement a shifted GPU clock must gain over the recorded one to be named."""
-
-CLOCK_AGREEMENT = 0.5
-"""Agreement (shared active seconds over either's) at which a shift is applied."""
-
-
-def clock_candidate(
-    trace: GpuTrace | None, batches: pl.DataFrame
-) -> tuple[float, float, float] | None:
-    """(seconds the GPU clock looks off the log's, agreement at that shift, agreement as
-    recorded) when a shift of at least ``MIN_CLOCK_SHIFT_S`` lines the trace's activity up
-    with the log's decoding better by ``CLOCK_GAIN``; else None."""
-    if trace is None or not trace.samples.height or not batches.height:
-        return None
-    value, _ = busy_pct(trace.samples)
-    busy = (
-        trace.samples.filter(pl.col("ts").is_not_null())
-        .group_by(pl.col("ts").dt.truncate("1s"))
-        .agg(busy_pct=value.mean())
-        .drop_nulls()
-    )
-    windows = cadence_windows(batches)  # phases, not the whole sweep
-    spans = list(zip(windows["start"].to_list(), windows["end"].to_list(), strict=True))
-    best = clock_offset(busy, spans)
-    recorded = clock_offset(busy, spans, max_shift_s=0)
-    if best is None or recorded is None:
-        return None
-    shift, score = best
-    if abs(shift) < MIN_CLOCK_SHIFT_S or score - recorded[1] < CLOCK_GAIN:
-        return None
-    return shift, score, recorded[1]
+_NOTE_INPUT = {"GPU trace": "GPU clock", "metrics": "metrics clock", "phases": "phase clock"}
 
 
 def placement(run: Run, batches: pl.DataFrame) -> tuple[datetime, float, float] | None:
@@ -122,11 +86,12 @@ def clock_notes(
     run: Run,
     placed_at: tuple[datetime, float, float] | None,
     placed: bool,
-    candidate: tuple[float, float, float] | None,
-    applied: tuple[float, float, float] | None,
+    fits: Iterable[ClockFit],
 ) -> list[dict[str, str]]:
-    """``Run.mismatches`` with what was found of the GPU clock: a trace without time placed
-    (or too unclear to place), a shifted clock applied (or too weak to apply)."""
+    """``Run.mismatches`` with what was found of the inputs' clocks: a trace without time
+    placed (or too unclear to place); each input whose clock was shifted, is too weak to
+    shift, or cannot be placed (``ClockFit.note``). A fit's note replaces the run's own "no
+    overlap" note of the trace."""
     out = list(run.mismatches)
     if placed_at is not None:
         start, score, elsewhere = placed_at
@@ -150,29 +115,13 @@ def clock_notes(
             )
         kept = [m for m in out if not (m["input"] == "GPU trace" and m["files"] == files)]
         out = [*kept, {"input": "GPU trace", "files": files, "detail": detail}]
-    if candidate is not None:
-        shift, score, recorded = candidate
-        offset = run.config.clock_offset_s + shift
-        seen = (
-            f"the GPUs' busy stretches line up with the log's decoding {shift:+.0f} s later "
-            f"({score:.0%} agreement against {recorded:.0%} as recorded)"
-        )
-        if applied is not None:
-            then = f"the trace is read shifted: set clock_offset_s = {offset:g} in run.toml"
-            then += " to make it explicit"
-        else:
-            then = (
-                f"too weak an agreement to apply (under {CLOCK_AGREEMENT:.0%}), so the trace "
-                f"is read as recorded: if its clock is off, set clock_offset_s = {offset:g} "
-                "in run.toml"
-            )
+    notes = [(fit, fit.note()) for fit in fits]
+    notes = [(fit, note) for fit, note in notes if note is not None]
+    if run.gpu_span is not None and any(fit.input == "GPU trace" for fit, _ in notes):
+        # the whole trace has times: the run's "GPU trace" note is its "no overlap" one
+        out = [m for m in out if m["input"] != "GPU trace"]
+    for fit, note in notes:
         out.append(
-            {
-                "input": "GPU clock",
-                "files": ", ".join(
-                    p.name for fmt in trace_formats() for p in run.files.get(fmt, [])
-                ),
-                "detail": f"{seen}; {then}",
-            }
+            {"input": _NOTE_INPUT.get(fit.input, fit.input), "files": fit.files, "detail": note}
         )
     return out

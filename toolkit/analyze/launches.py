@@ -16,15 +16,11 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ToolkitError
-from toolkit.load.gpu import trace_formats
-from toolkit.load.phase_marks import PHASE_FORMAT
-from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
 from toolkit.load.run import Run
-from toolkit.load.server_info import SERVER_INFO_FORMAT
 from toolkit.load.units import LaunchRun, launch_units
 from toolkit.load.windows import launch_windows
 
-__all__ = ["LaunchViews", "ending", "input_clocks", "launch_list", "launch_name"]
+__all__ = ["LaunchViews", "ending", "launch_list", "launch_name"]
 
 
 class LaunchViews:
@@ -34,9 +30,7 @@ class LaunchViews:
     run: Run
     label: str
     mismatches: list[dict[str, str]]
-    clock_shift: tuple[float, float, float] | None
-    gpu_placement: tuple[Any, float, float] | None
-    gpu_placed: bool
+    clocks: list[dict[str, Any]]
 
     @cached_property
     def launches(self) -> tuple[Any, ...]:
@@ -73,13 +67,12 @@ class LaunchViews:
         return ending(run, chosen[0]) if len(windows) > 1 and chosen else None
 
     def launch_record(self) -> dict[str, Any]:
-        """``launches`` (``launch_list``) and ``clocks`` (``input_clocks``) of the run, as
-        ``ppscope diagnose --json`` prints them per run."""
-        placed = self.gpu_placement[0] if self.gpu_placed and self.gpu_placement else None
-        shift = self.clock_shift[0] if self.clock_shift is not None else None
+        """``launches`` (``launch_list``) and ``clocks`` (``RunEvidence.clocks``: per timed
+        input, the offset applied and why) of the run, as ``ppscope diagnose --json`` prints
+        them per run."""
         return {
             "launches": launch_list(self.run, [u.run for u in self.launches]),
-            "clocks": input_clocks(self.run, shift, placed, self.mismatches),
+            "clocks": self.clocks,
         }
 
 
@@ -183,36 +176,3 @@ def _inputs_of(run: Run) -> list[str]:
         if frame is not None and frame.height:
             names += frame["source"].cast(pl.String).unique(maintain_order=True).to_list()
     return list(dict.fromkeys(Path(n).name for n in names if n is not None))
-
-
-def input_clocks(
-    run: Run, gpu_shift: float | None, gpu_placed: Any, mismatches: list[dict[str, str]]
-) -> list[dict[str, Any]]:
-    """Per timed input file (GPU trace, metrics, phases, ``/server_info`` answers): the clock
-    offset applied to put it on the log's clock, in seconds, and why. ``gpu_shift`` is the
-    shift found from the trace's activity when applied, ``gpu_placed`` the start an untimed
-    trace was placed at; ``mismatches`` say which inputs are not used."""
-    offset = run.config.clock_offset_s
-    toml = "run.toml clock_offset_s" if offset else "none"
-    unused = {f for m in mismatches for f in m["files"].split(", ") if "not used" in m["detail"]}
-    files = [("GPU trace", p) for fmt in trace_formats() for p in run.files.get(fmt, [])]
-    files += [("metrics", p) for fmt in METRICS_FORMATS for p in run.files.get(fmt, [])]
-    files += [("phases", p) for p in run.files.get(PHASE_FORMAT, [])]
-    files += [("server info", p) for p in run.files.get(SERVER_INFO_FORMAT, [])]
-    out = []
-    for kind, path in files:
-        applied, why = offset, toml
-        if kind == "GPU trace" and gpu_placed is not None:
-            why = f"the trace prints no time: placed with its first sample at {gpu_placed}"
-        elif kind == "GPU trace" and gpu_shift is not None:
-            applied = offset + gpu_shift
-            why = (
-                f"{toml} plus {gpu_shift:+g} s found from the GPUs' activity against the log's "
-                "decoding"
-                if offset
-                else f"{gpu_shift:+g} s found from the GPUs' activity against the log's decoding"
-            )
-        record = {"input": kind, "file": path.name, "offset_s": applied, "why": why}
-        record["used"] = path.name not in unused
-        out.append(record)
-    return out

@@ -3,7 +3,8 @@
 Read from the ``/metrics`` table (``toolkit.schema.prometheus``), only series labelled with a
 ``pp_rank``. Seconds counters give a share of wall time: what the counter grew over the phase
 divided by the wall time its scrapes cover. ``sglang:gpu_execution_seconds_total`` is the time
-the stage's GPU ran forwards (``SGLANG_ENABLE_METRICS_DEVICE_TIMER``);
+the stage's GPU ran forwards (``SGLANG_ENABLE_METRICS_DEVICE_TIMER``; named
+``sglang:forward_execution_seconds_total`` from 0.5.23 on);
 ``sglang:scheduler_idle_seconds_total`` the time its scheduler had nothing to run;
 ``sglang:scheduler_stage_seconds_total{category}`` (SGLang ≥ 0.5.20) splits the scheduler loop
 into exclusive stages, among them ``recv_requests``, where a stage after the first blocks until
@@ -26,6 +27,7 @@ _F, _I, _S = pl.Float64(), pl.Int64(), pl.String()
 
 MEASURES: tuple[tuple[str, str, bool], ...] = (
     ("gpu_busy", "sglang:gpu_execution_seconds_total", False),
+    ("gpu_busy", "sglang:forward_execution_seconds_total", False),  # its name from 0.5.23
     ("scheduler_idle", "sglang:scheduler_idle_seconds_total", False),
     ("scheduler_stage", "sglang:scheduler_stage_seconds_total", True),
     ("running", "sglang:num_running_reqs", False),

@@ -110,7 +110,12 @@ STAGE_BUSY_COLUMNS: tuple[Column, ...] = (
     Column("below_half_share", _F, "share of the decoding time read under 50 % (trace)"),
     Column("samples", pl.UInt32(), "trace samples per GPU of the stage while decoding"),
     Column("fwd_occupancy_pct", _F, "mean `fwd occupancy` of the stage's decode lines, %"),
-    Column("metric", _S, "busy measure: sm_active, util_pct (trace) or fwd_occupancy (log)"),
+    Column(
+        "metric",
+        _S,
+        "busy measure: sm_active, util_pct (trace), fwd_occupancy (log), or the /metrics "
+        "counter read (``RunAnalysis.busy`` without a trace)",
+    ),
     Column("vs_mean", _F, "the stage's busy over the mean of all stages (1.0 = balanced)"),
 )
 STAGE_BUSY = schema_of(STAGE_BUSY_COLUMNS)
@@ -473,7 +478,7 @@ PHASE_BUSY_COLUMNS: tuple[Column, ...] = (
     Column("busy_pct", _F, "mean GPU busy % of the stage during the phase"),
     Column("below_half_share", _F, "share of the phase's time read under 50 %"),
     Column("samples", pl.UInt32(), "trace samples per GPU of the stage in the phase (fewest)"),
-    Column("metric", _S, "sm_active or util_pct"),
+    Column("metric", _S, "sm_active or util_pct; the /metrics counter read without a trace"),
 )
 PHASE_BUSY = schema_of(PHASE_BUSY_COLUMNS)
 

@@ -25,6 +25,7 @@ class Input:
     name: str
     present: Callable[[RunAnalysis], bool]
     supply: str
+    why: Callable[[RunAnalysis], str | None] | None = None  # a run's own reason, before supply
 
 
 def _has_decode(ctx: RunAnalysis) -> bool:
@@ -79,6 +80,7 @@ INPUTS: dict[str, Input] = {
             lambda ctx: ctx.gpu_samples is not None,
             "record `nvidia-smi --query-gpu=timestamp,index,utilization.gpu,power.draw "
             "--format=csv -lms 100` (or dcgmi dmon) while the benchmark runs",
+            lambda ctx: ctx.clock_problem("GPU trace"),
         ),
         Input(
             "process listing",
@@ -90,8 +92,10 @@ INPUTS: dict[str, Input] = {
         Input(
             "stage times",
             _has_stage_times,
-            "a GPU trace, SGLang ≥ 0.5.16's `fwd occupancy` in the decode lines, or the model's "
-            "config.json (its layer split)",
+            "a GPU trace, SGLang's /metrics with per-rank device time "
+            "(SGLANG_ENABLE_METRICS_DEVICE_TIMER), SGLang ≥ 0.5.16's `fwd occupancy` in the "
+            "decode lines, or the model's config.json (its layer split)",
+            lambda ctx: ctx.clock_problem("GPU trace", "metrics"),
         ),
         Input(
             "model architecture",
@@ -153,8 +157,7 @@ def skipped(ctx: RunAnalysis, checks: tuple[str, ...]) -> list[dict[str, str]]:
         for name in NEEDS.get(check, ()):
             need = INPUTS[name]
             if not need.present(ctx):
-                out.append(
-                    {"run": ctx.label, "check": check, "missing": name, "supply": need.supply}
-                )
+                supply = (need.why(ctx) if need.why is not None else None) or need.supply
+                out.append({"run": ctx.label, "check": check, "missing": name, "supply": supply})
                 break
     return out

@@ -16,7 +16,6 @@ import polars as pl
 
 from toolkit.analyze.stage_wait import STAGE_SHARES, stage_wait_share
 from toolkit.diagnose.finding import Finding
-from toolkit.errors import ToolkitError
 from toolkit.load.prometheus import Metrics
 from toolkit.run_analysis import RunAnalysis
 
@@ -39,11 +38,9 @@ _SHOWN = (
 
 
 def run_metrics(ctx: RunAnalysis) -> Metrics | None:
-    """The run's ``/metrics`` series (``Run.metrics``), or None, also when they cannot be read."""
-    try:
-        return ctx.run.metrics
-    except ToolkitError:
-        return None
+    """The run's ``/metrics`` series on the log's clock (``RunAnalysis.metrics``), or None,
+    also when they cannot be read or their clock cannot be placed."""
+    return ctx.metrics
 
 
 def stage_shares(ctx: RunAnalysis, *, by_phase: bool = True) -> pl.DataFrame:

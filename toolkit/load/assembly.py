@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from toolkit.schema import Column, schema_of
@@ -26,9 +27,13 @@ from toolkit.schema import Column, schema_of
 __all__ = [
     "LAUNCH_SPANS",
     "SAME_START_S",
+    "active_seconds",
+    "best_apart",
+    "best_shift",
     "choose_launch",
     "clock_offset",
     "clock_placement",
+    "clock_scores",
     "launch_spans",
     "overlap_s",
     "owning_launch",
@@ -204,11 +209,10 @@ def clock_offset(
     ``busy`` has ``ts`` and ``busy_pct`` (mean over GPUs). Both sides become per-second 0/1
     series (busy: above ``ACTIVE_PCT`` or a tenth of the trace's peak, whichever is higher;
     decoding: inside a window of decode lines); the shift maximizes
-    their agreement (shared active seconds over the seconds either is active). The count per
-    shift is accumulated interval by interval, linear in the trace's active seconds.
+    their agreement (shared active seconds over the seconds either is active).
     """
-    scores = _agreement(busy, decoding, max_shift_s)
-    return None if scores is None else _best(scores, max_shift_s)
+    scores = clock_scores(busy, decoding, [(-max_shift_s, max_shift_s)])
+    return None if scores is None else best_shift(scores)
 
 
 def clock_placement(
@@ -221,55 +225,98 @@ def clock_placement(
     """``clock_offset`` with a third value: the best agreement of any shift more than
     ``apart_s`` from the chosen one, which says how clearly the choice stands out (a trace of a
     sweep of alike runs also agrees one run early or late)."""
-    scores = _agreement(busy, decoding, max_shift_s)
+    scores = clock_scores(busy, decoding, [(-max_shift_s, max_shift_s)])
     if scores is None:
         return None
-    shift, score = _best(scores, max_shift_s)
-    others = [v for i, v in enumerate(scores) if abs(i - max_shift_s - shift) > apart_s]
-    return shift, score, max(others, default=0.0)
+    shift, score = best_shift(scores)
+    return shift, score, best_apart(scores, shift, apart_s)[1]
 
 
-def _best(scores: list[float], max_shift_s: int) -> tuple[float, float]:
+def best_shift(scores: dict[int, float]) -> tuple[float, float]:
     """The shift of the highest agreement; on a tie, the smallest shift."""
     best = (0.0, -1.0)
-    for i, score in enumerate(scores):
-        shift = i - max_shift_s
-        if score > best[1] + 1e-9 or (abs(score - best[1]) <= 1e-9 and abs(shift) < abs(best[0])):
+    for shift, score in sorted(scores.items(), key=lambda kv: (abs(kv[0]), kv[0])):
+        if score > best[1] + 1e-9:
             best = (float(shift), score)
     return best
 
 
-def _agreement(
-    busy: pl.DataFrame, decoding: Sequence[tuple[datetime, datetime]], max_shift_s: int
-) -> list[float] | None:
-    """Agreement per shift from ``-max_shift_s`` to ``max_shift_s`` (``clock_offset``)."""
-    if not busy.height or not decoding:
-        return None
+def best_apart(
+    scores: dict[int, float], shift: float, apart_s: float
+) -> tuple[float | None, float]:
+    """(shift, agreement) of the best shift farther than ``apart_s`` from ``shift``; (None,
+    0.0) when every shift scored is that close."""
+    others = {s: v for s, v in scores.items() if abs(s - shift) > apart_s}
+    if not others:
+        return None, 0.0
+    found, score = best_shift(others)
+    return found, score
+
+
+def active_seconds(busy: pl.DataFrame) -> list[int]:
+    """Epoch seconds at which the GPUs were working: ``busy_pct`` at or above ``ACTIVE_PCT``
+    or a tenth of the trace's peak, whichever is higher (empty when the trace never works)."""
+    if not busy.height:
+        return []
     peak = float(busy["busy_pct"].max() or 0.0)
     if peak <= 0:
-        return None
+        return []
     active = busy.filter(pl.col("busy_pct") >= max(ACTIVE_PCT, peak / 10)).select(
         pl.col("ts").dt.epoch("s").unique().sort()
     )
-    gpu = active["ts"].to_list()
+    return active["ts"].to_list()
+
+
+def clock_scores(
+    busy: pl.DataFrame,
+    decoding: Sequence[tuple[datetime, datetime]],
+    ranges: Sequence[tuple[int, int]],
+) -> dict[int, float] | None:
+    """Agreement of each whole-second shift inside ``ranges`` (inclusive ``(lo, hi)`` pairs),
+    the shift added to ``busy``'s clock (``clock_offset``); None without activity on either
+    side.
+
+    The count of shared seconds per shift is accumulated span by span over the active seconds,
+    as a difference array per range: its cost grows with active seconds × spans per range, not
+    with how far apart the two clocks are, and a range no shift of which can meet the log is
+    not counted at all.
+    """
+    gpu = np.asarray(active_seconds(busy), dtype=np.int64)
     spans = sorted(
         (math.floor(a.timestamp()), math.ceil(b.timestamp())) for a, b in decoding if a and b
     )
     log_seconds = sum(b - a + 1 for a, b in spans)
-    if not gpu or not log_seconds:
+    if not gpu.size or not log_seconds:
         return None
-    width = 2 * max_shift_s + 1
-    diff = [0] * (width + 1)
-    for g in gpu:
-        for a, b in spans:
-            lo, hi = max(a - g, -max_shift_s), min(b - g, max_shift_s)
-            if lo <= hi:
-                diff[lo + max_shift_s] += 1
-                diff[hi + max_shift_s + 1] -= 1
-    scores = []
-    shared = 0
-    for i in range(width):
-        shared += diff[i]
-        union = len(gpu) + log_seconds - shared
-        scores.append(shared / union if union else 0.0)
-    return scores
+    starts = np.asarray([a for a, _ in spans], dtype=np.int64)
+    ends = np.asarray([b for _, b in spans], dtype=np.int64)
+    reach = (int(starts.min() - gpu.max()), int(ends.max() - gpu.min()))
+    out: dict[int, float] = {}
+    for lo, hi in ranges:
+        width = hi - lo + 1
+        shared = np.zeros(width, dtype=np.int64)
+        if width > 0 and lo <= reach[1] and hi >= reach[0]:
+            shared = _shared(gpu, starts, ends, lo, hi)
+        union = gpu.size + log_seconds - shared
+        values = np.where(union > 0, shared / np.maximum(union, 1), 0.0)
+        out.update(zip(range(lo, hi + 1), values.tolist(), strict=True))
+    return out
+
+
+_CHUNK = 1 << 20
+"""Active-second × span pairs counted at once (bounds the memory of ``_shared``)."""
+
+
+def _shared(gpu: np.ndarray, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Per shift from ``lo`` to ``hi``: active seconds that land inside a span when shifted."""
+    width = hi - lo + 1
+    diff = np.zeros(width + 1, dtype=np.int64)
+    step = max(_CHUNK // max(starts.size, 1), 1)
+    for k in range(0, gpu.size, step):
+        g = gpu[k : k + step, None]
+        first = np.maximum(starts[None, :] - g, lo)
+        last = np.minimum(ends[None, :] - g, hi)
+        hit = first <= last
+        np.add.at(diff, first[hit] - lo, 1)
+        np.add.at(diff, last[hit] - lo + 1, -1)
+    return np.cumsum(diff[:width])

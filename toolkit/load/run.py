@@ -28,9 +28,10 @@ from toolkit.load.assembly import (
 from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.results import BenchResults, load_bench
 from toolkit.load.gpu import trace_formats
+from toolkit.load.gpu.identity import uuid_nodes
 from toolkit.load.gpu.inventory import APPS_FORMAT, LIST_FORMAT
 from toolkit.load.gpu.nodes import NodePlacement, log_hosts, place_nodes
-from toolkit.load.gpu.roles import unresolved_devices
+from toolkit.load.gpu.roles import gpu_roles, unresolved_devices
 from toolkit.load.gpu.trace import (
     GpuTrace,
     Topology,
@@ -132,7 +133,15 @@ class Run:
             declared=dict(self.config.gpu_trace_nodes),
             hosts=log_hosts(launches, stores),
             root=self.path,
+            uuids=self._uuid_nodes() if self.layout.nnodes > 1 else None,
         )
+
+    def _uuid_nodes(self) -> dict[str, int]:
+        """GPU UUID → node of the GPUs the scheduler processes hold (``identity.uuid_nodes``)."""
+        try:
+            return uuid_nodes(self.compute_apps, gpu_roles(self.layout))
+        except ToolkitError:
+            return {}
 
     @cached_property
     def node_samples(self) -> pl.DataFrame | None:

@@ -254,3 +254,75 @@ def test_the_generated_two_node_pp16_run_reads_each_stage_on_its_node(tmp_path: 
         assert rows["pp"].to_list() == list(range(16))
         expected = [100 * b for b in played["stage_busy"]]
         assert rows["busy_pct"].to_list() == pytest.approx(expected, abs=1.0)
+
+
+def _apps(uuid_base: str, stages: range) -> str:
+    """One node's ``--query-compute-apps`` listing: SGLang's scheduler of each stage on GPUs
+    0–3 of the node (``_smi``'s UUIDs), as ``ppscope capture`` records it."""
+    head = "timestamp, gpu_uuid, gpu_bus_id, pid, process_name, used_gpu_memory [MiB]"
+    stamp = T0.strftime("%Y/%m/%d %H:%M:%S.") + "120"
+    rows = [
+        f"{stamp}, {uuid_base}{gpu:012x}, 00000000:{0x18 + 16 * gpu:02X}:00.0, {4100 + pp}, "
+        f"sglang::scheduler_PP{pp}, 70312 MiB"
+        for gpu, pp in enumerate(stages)
+    ]
+    return "\n".join([head, *rows]) + "\n"
+
+
+def test_two_node_traces_are_placed_by_the_gpus_their_schedulers_hold(tmp_path: Path) -> None:
+    """Trace files named after nothing, but each node's compute-apps listing shows which
+    stage's scheduler holds each UUID: a trace whose UUIDs are all one node's is that node's."""
+    node0, node1 = "GPU-aaaa0000-0000-0000-0000-", "GPU-bbbb0000-0000-0000-0000-"
+    directory = _run(
+        tmp_path,
+        {
+            "left.csv": _smi(IDLE, node1),
+            "right.csv": _smi(BUSY, node0),
+            "apps-left.csv": _apps(node1, range(4, 8)),
+            "apps-right.csv": _apps(node0, range(4)),
+        },
+    )
+    run = load_run(directory, cache=False)
+    assert run.gpu_nodes is not None
+    units = run.gpu_nodes.units.sort("node")
+    assert [Path(s).name for s in units["source"]] == ["right.csv", "left.csv"]
+    assert units["witness"].to_list() == ["UUID", "UUID"] and run.gpu_nodes.guesses == ()
+    assert _stage_busy(directory) == {0: 90.0, 1: 90.0, 2: 90.0, 3: 90.0,
+                                      4: 0.0, 5: 0.0, 6: 0.0, 7: 0.0}  # fmt: skip
+    ctx = RunAnalysis(run)
+    assert not [m for m in ctx.mismatches if m["input"].startswith("GPU trace")]
+
+
+def test_traces_placed_by_their_names_are_said_to_be_a_guess(tmp_path: Path) -> None:
+    directory = _run(
+        tmp_path,
+        {
+            "gpu-node1.csv": _smi(BUSY, "GPU-aaaa0000-0000-0000-0000-"),
+            "gpu-node2.csv": _smi(IDLE, "GPU-bbbb0000-0000-0000-0000-"),
+        },
+    )
+    ctx = RunAnalysis(load_run(directory, cache=False))
+    (note,) = [m for m in ctx.mismatches if m["input"] == "GPU trace nodes"]
+    assert "gpu-node1.csv → node 0, gpu-node2.csv → node 1" in note["detail"]
+    assert "a guess" in note["detail"] and "[gpu_trace.nodes]" in note["detail"]
+
+
+def test_traces_named_by_the_logs_hosts_read_each_stage_on_its_node(tmp_path: Path) -> None:
+    """nvidia-smi prints no host: files named after the hosts the journald headers of the two
+    nodes' logs name are placed by those names."""
+    directory = _run(
+        tmp_path,
+        {
+            "smi-h100-a08.csv": _smi(IDLE, "GPU-bbbb0000-0000-0000-0000-"),
+            "smi-h100-a07.csv": _smi(BUSY, "GPU-aaaa0000-0000-0000-0000-"),
+        },
+        hosts=("h100-a07", "h100-a08"),
+    )
+    run = load_run(directory, cache=False)
+    assert run.gpu_nodes is not None
+    placed = dict(
+        (Path(s).name, n) for s, n in run.gpu_nodes.units.select("source", "node").iter_rows()
+    )
+    assert placed == {"smi-h100-a07.csv": 0, "smi-h100-a08.csv": 1}
+    busy = _stage_busy(directory)
+    assert [busy[p] for p in range(8)] == [90.0] * 4 + [0.0] * 4

@@ -8,9 +8,11 @@ no GPU of a multi-node launch. Witnesses, strongest first; each placement names 
 2. the samples' ``host`` (dcgm-exporter ``Hostname``/``hostname``) equal to a host the SGLang
    logs name: the journald header of a log whose launch states its ``node_rank``, or the host
    of ``dist_init_addr`` (node 0);
-3. the trace files' names or folders: ``node1``, ``node-1``, ``rank1`` (numbered from 0, or
+3. the samples' GPU ``uuid``, when every UUID of a trace file (and host) is one the scheduler
+   processes of one node's ranks hold (``identity.uuid_nodes``: compute-apps listings);
+4. the trace files' names or folders: ``node1``, ``node-1``, ``rank1`` (numbered from 0, or
    from 1 when the numbers are 1…nnodes), or a log's host name; only when every file names a
-   different node and there are ``nnodes`` files.
+   different node and there are ``nnodes`` files. A name is a guess (``guesses`` says so).
 
 A launch on one node puts every sample on node 0. On several nodes, samples no witness places
 keep a null node and ``problems`` says so: averaging one index over nodes mixes stages.
@@ -32,6 +34,7 @@ __all__ = ["NodePlacement", "log_hosts", "place_nodes"]
 
 RUN_TOML = "run.toml"
 HOST = "host"
+UUID = "UUID"
 FILE_NAME = "file name"
 ONE_NODE = "one node"
 _NUMBERED = re.compile(r"(?<![a-z])(?:node|rank)[-_ ]?(\d{1,4})(?!\d)", re.IGNORECASE)
@@ -45,11 +48,13 @@ class NodePlacement:
     """Per trace source and host: its node (null: not placed) and the witness that said so.
 
     ``units`` has columns ``source``, ``host``, ``node``, ``witness``, ``samples``;
-    ``problems`` are lines for ``Run.mismatches``.
+    ``problems`` are lines for ``Run.mismatches``; ``guesses`` say which placements rest on
+    file names alone.
     """
 
     units: pl.DataFrame
     problems: tuple[str, ...] = ()
+    guesses: tuple[str, ...] = ()
 
     def apply(self, samples: pl.DataFrame) -> pl.DataFrame:
         """``samples`` with their ``node`` filled (null where not placed); the other columns
@@ -108,6 +113,7 @@ def place_nodes(
     declared: Mapping[str, int] | None = None,
     hosts: Mapping[str, int] | None = None,
     root: Path | None = None,
+    uuids: Mapping[str, int] | None = None,
 ) -> NodePlacement:
     """Which node each trace source (and host within it) was recorded on.
 
@@ -123,6 +129,9 @@ def place_nodes(
         Host name → node rank (``log_hosts``).
     root
         The run directory, against which declared paths and folder names are read.
+    uuids
+        GPU UUID (lower case) → node rank (``identity.uuid_nodes``); read from the samples'
+        ``uuid`` column.
     """
     units = (
         samples.group_by("source", "host", maintain_order=True)
@@ -150,11 +159,25 @@ def place_nodes(
     for key in keys:
         if key not in found and key[1] and _host_key(key[1]) in known:
             found[key] = (known[_host_key(key[1])], HOST)
+    for key, node in _uuid_nodes(samples, uuids or {}, nnodes).items():
+        if key not in found:
+            found[key] = (node, UUID)
     by_name = _file_nodes(sources, keys, nnodes, known, root)
     for key in keys:
         if key not in found and key[0] in by_name:
             found[key] = (by_name[key[0]], FILE_NAME)
     out = _units(units, found)
+    named = out.filter(pl.col("witness") == FILE_NAME)
+    guesses = ()
+    if named.height:
+        placed = ", ".join(
+            f"{Path(s).name} → node {n}" for s, n in named.select("source", "node").iter_rows()
+        )
+        guesses = (
+            f"{placed}: placed by file name alone, a guess (the numbering, 0 or 1 first, is "
+            "read from the names); declare each file's node in run.toml [gpu_trace.nodes], or "
+            "record uuid in the trace with a compute-apps listing per node, to make it certain",
+        )
     lost = out.filter(pl.col("node").is_null())
     if lost.height:
         names = sorted({Path(s).name for s in lost["source"]})
@@ -165,7 +188,27 @@ def place_nodes(
             "no stage uses them (one GPU index on several nodes would mix stages): declare "
             f'each file\'s node in run.toml, [gpu_trace.nodes] "{names[0]}" = <node rank>'
         )
-    return NodePlacement(out, tuple(problems))
+    return NodePlacement(out, tuple(problems), guesses)
+
+
+def _uuid_nodes(
+    samples: pl.DataFrame, uuids: Mapping[str, int], nnodes: int
+) -> dict[tuple[str, str | None], int]:
+    """(source, host) → node for the units all of whose GPU UUIDs ``uuids`` puts on one node."""
+    if not uuids or "uuid" not in samples.columns:
+        return {}
+    known = {u: n for u, n in uuids.items() if 0 <= n < nnodes}
+    per_unit = (
+        samples.filter(pl.col("uuid").is_not_null())
+        .group_by("source", "host")
+        .agg(pl.col("uuid").str.to_lowercase().unique())
+    )
+    out = {}
+    for source, host, listed in per_unit.iter_rows():
+        nodes = {known.get(u) for u in listed}
+        if len(nodes) == 1 and None not in nodes:
+            out[(source, host)] = next(iter(nodes))
+    return out
 
 
 def _units(
