@@ -19,7 +19,7 @@ DIAG = TEST_DATA / "diagnose"
 def runs(tmp_path: Path) -> dict[str, Path]:
     """Copies of the fixture runs (loading writes a cache next to the inputs)."""
     out = {}
-    for name in ("pp8-underfilled", "tp8", "pp8-filled"):
+    for name in ("pp8-underfilled", "tp8", "pp8-filled", "pp8-not-applied"):
         out[name] = Path(shutil.copytree(DIAG / name, tmp_path / name))
     return out
 
@@ -33,16 +33,15 @@ def test_diagnose_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
     found = doc["findings"]
     keys = [
         "id", "severity", "run", "launch", "title", "summary", "evidence", "remedy", "impact",
-        "basis",
+        "impact_range", "recovers", "basis", "phase", "promise",
     ]  # fmt: skip
-    assert all(list(f) == [*keys, "phase"] for f in found)
+    assert all(list(f) == keys for f in found)
     ranks = [SEVERITIES.index(f["severity"]) for f in found]
     assert ranks == sorted(ranks)
-    assert (found[0]["id"], found[0]["severity"], found[0]["run"]) == (
-        "pp-underfilled-slots",
-        "high",
-        "PP8",
-    )
+    packing = next(f for f in found if f["id"] == "pp-underfilled-slots")
+    assert packing["run"] == "PP8" and packing["severity"] in ("high", "medium")
+    low, high = packing["impact_range"]
+    assert low <= packing["impact"] <= high and packing["recovers"].endswith("at 32 requests")
     assert {f["run"] for f in found} <= {"PP8", "TP8"}
     assert any(f["id"] == "scaling-collapse" for f in found)  # PP8 vs TP8
 
@@ -50,8 +49,9 @@ def test_diagnose_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 def test_diagnose_text(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", str(runs["pp8-underfilled"]), str(runs["pp8-filled"])]) == 0
     out = capsys.readouterr().out
-    assert "PP8  (" in out and "1 high" in out
-    assert "HIGH   pp-underfilled-slots: ~4 of 16" in out
+    assert "PP8  (" in out and "2 medium" in out
+    assert "MEDIUM pp-underfilled-slots: ~4 of 16" in out
+    assert "recovers +" in out  # the impact phrase under each sized finding
     assert "evidence:" in out and "remedy: --pp-max-micro-batch-size 4" in out
     assert "INFO   pp-lockstep-logging" in out
 
@@ -127,9 +127,9 @@ def test_diagnose_markdown_for_an_issue(
     assert main([*argv, str(runs["tp8"])]) == 0
     out = capsys.readouterr().out
     assert out.startswith("## PP8\n") and "\n## TP8\n" in out
-    assert "| severity | finding | impact | basis |\n|---|---|---|---|\n" in out
-    assert "| high | `pp-underfilled-slots`: ~4 of 16" in out
-    assert "### HIGH `pp-underfilled-slots`:" in out
+    assert "| severity | finding | recovers |\n|---|---|---|\n" in out
+    assert "| medium | `pp-underfilled-slots`: ~4 of 16" in out
+    assert "### MEDIUM `pp-underfilled-slots`:" in out
     assert "**Remedy:** --pp-max-micro-batch-size 4" in out
     assert "| phase | offered | running_est |" in out  # the evidence table
     table = out.split("\n\n")[2].splitlines()  # heading, run line, then the findings
@@ -139,7 +139,7 @@ def test_diagnose_markdown_for_an_issue(
 
 @pytest.mark.parametrize(
     ("run", "level", "code"),
-    [("pp8-underfilled", "high", 3), ("pp8-underfilled", "medium", 3), ("tp8", "high", 0)],
+    [("pp8-not-applied", "high", 3), ("pp8-underfilled", "medium", 3), ("tp8", "high", 0)],
 )
 def test_fail_on_sets_exit_code_3(
     runs: dict[str, Path], capsys: pytest.CaptureFixture[str], run: str, level: str, code: int

@@ -133,13 +133,13 @@ class _Estimate:
                 return None
             error = self.curve_error[0]
             after = [now * g * self.scale for g in gains if g is not None]
-            error += METHOD_ERROR
+            error = max(error, METHOD_ERROR)
             return Promised(after[0], min(after) / (1 + error), max(after) * (1 + error))
         values = self._modelled(r, cap)
         if not values:
             return None
         central = values[0]
-        error = (self.band[0] if self.band is not None else ASSUMED_MODEL_ERROR) + METHOD_ERROR
+        error = max(self.band[0] if self.band is not None else ASSUMED_MODEL_ERROR, METHOD_ERROR)
         low = min(values) / (1 + error) * self.scale
         high = max(values) * (1 + error) * self.scale
         return Promised(central * self.scale, low, high)
@@ -228,7 +228,7 @@ class _Estimate:
             basis=basis,
             where=where,
             now_noise=noise,
-            rests_on=[*reasons, f"±{METHOD_ERROR:.0%} for carrying it to the remedied run"],
+            rests_on=reasons,
             carried=False,
         )
         if sizing is not None:

@@ -60,17 +60,34 @@ class Remedied:
     value: Any
 
 
+_SETTINGS = (
+    "tp",
+    "pp",
+    "dp",
+    "pp_async_batch_depth",
+    "pp_max_micro_batch_size",
+    "max_running_requests",
+    "chunked_prefill_size",
+    "max_total_num_tokens",
+    "layer_partition",
+)
+"""The launch settings a remedy run must share with the run, but for the one it changed."""
+
+
 def remedy_runs(
     ctx: RunAnalysis, setting: str, value_of: Callable[[RunAnalysis], Any]
 ) -> list[Remedied]:
-    """The peers of ``ctx`` that changed ``setting`` and nothing that sets the layout: same
-    model and kind of machine, same TP and PP sizes, ``value_of(peer) != value_of(ctx)``."""
+    """The peers of ``ctx`` that changed ``setting`` and nothing else that shapes the
+    schedule: same model and kind of machine, the same ``_SETTINGS`` but ``setting``, and
+    ``value_of(peer) != value_of(ctx)``. A peer that changed two settings measured neither
+    alone."""
     mine = value_of(ctx)
+    others = [name for name in _SETTINGS if name != setting]
     out = []
     for peer in ctx.peers:
         if not ctx.shares_machine(peer):
             continue
-        if (peer.layout.tp, peer.layout.pp) != (ctx.layout.tp, ctx.layout.pp):
+        if any(getattr(peer.layout, n) != getattr(ctx.layout, n) for n in others):
             continue
         theirs = value_of(peer)
         if theirs is not None and theirs != mine:

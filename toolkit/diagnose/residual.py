@@ -300,14 +300,13 @@ def _from_model(
     every plausible variant of its constants and widened by its error on untouched loads.
 
     The model counts weight reads, links and per-step overhead, not compute or KV reads at
-    large batches: where the GPU trace shows the slowest stage computing all the time, the
-    gap is kernel time the model lacks, no fault, and nothing is said. Without a trace to show
-    the GPUs idle the gap is a lead to measure, at most ``medium``."""
+    large batches: where the GPU trace shows the slowest stage computing all the time, the gap
+    is kernel time the model lacks (or slow kernels), and without a trace to show the GPUs
+    idle it is a lead to measure: either way at most ``medium``. Only idle the trace shows
+    makes it ``high``."""
     if ctx.params is None or ctx.fit is None or not ctx.fit.calibration:
         return None
     busy = full_pipeline_idle(ctx, r["phase"])
-    if busy is not None and busy[0] <= HEALTHY_IDLE:
-        return None
     layout, load = _packed(ctx, r), _workload(ctx, r)
     b = max(float(r["slot_req"] or 1.0), 1.0)
 
@@ -382,13 +381,19 @@ def _from_model(
         ]
     )
     fields = sized.fields()
-    if busy is None and fields["severity"] == "high":
+    computing = busy is not None and busy[0] <= HEALTHY_IDLE
+    if (busy is None or computing) and fields["severity"] == "high":
         fields["severity"] = "medium"  # the model's gap alone: no trace shows the GPUs idle
-    seen = (
-        "No GPU trace shows whether the slowest stage idled here, so this is a lead to measure."
-        if busy is None
-        else f"The GPU trace shows the slowest stage idle {busy[0]:.0%} of the time."
-    )
+    if busy is None:
+        seen = "No GPU trace shows whether the slowest stage idled here: a lead to measure."
+    elif computing:
+        seen = (
+            f"The GPU trace shows the slowest stage busy {1 - busy[0]:.0%} of the time: the "
+            "kernels take longer than the weight reads the model counts (compute or KV reads at "
+            "this batch, or slow kernels), a lead to profile."
+        )
+    else:
+        seen = f"The GPU trace shows the slowest stage idle {busy[0]:.0%} of the time."
     return Finding(
         id="unexplained-slowdown",
         title=f"{gap * 1e3:.0f} ms per {unit} that no finding and no model term explains",
