@@ -123,3 +123,16 @@ def test_diff_shows_the_parallel_settings_first(incident: dict[str, RunAnalysis]
     assert report["json"]["derived"]["pp_loop_size"] == [1, 16]
     assert json.loads(json.dumps(report["json"])) == report["json"]
     assert report["text"].splitlines()[4].startswith("tp_size")
+
+
+def test_every_finding_above_info_states_what_it_recovers(findings: dict[str, list]) -> None:
+    """A finding of severity low or above says what its remedy recovers, its range and basis,
+    and its range's low end earns its severity; the two correctness findings are high by
+    kind, not by size."""
+    by_kind = {"config-not-applied", "stage-desync"}
+    for found in findings.values():
+        for f in found:
+            if f.severity == "info" or f.id in by_kind:
+                continue
+            assert f.impact is not None and f.impact_range is not None and f.basis, f
+            assert f.recovers and f.impact_range[0] > 0, f

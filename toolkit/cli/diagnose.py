@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import Any
 
 from toolkit.cli.markdown import findings_markdown
 from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import emit, frame_lines, to_json, wrapped
 from toolkit.cli.runs import load_analyses
 from toolkit.diagnose import SEVERITIES, Finding, diagnose, skipped_checks
+from toolkit.diagnose.cudagraph import eager_constant
 from toolkit.diagnose.finding import impact_text, promise_lines
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     missing = skipped_checks(contexts)
     if args.json:
         document = {
-            "runs": [ctx.identity() for ctx in contexts],
+            "runs": [_identity(ctx) for ctx in contexts],
             "findings": [f.to_dict() for f in findings],
             "skipped": missing,
         }
@@ -83,6 +85,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         emit(findings_text(findings, contexts, missing), args.output)
     return FAILED_CHECK if args.fail_on and failing(findings, args.fail_on) else 0
+
+
+def _identity(ctx: RunAnalysis) -> dict[str, Any]:
+    """``RunAnalysis.identity`` with the factors the diagnosis itself assumed or measured (the
+    eager slowdown) among its constants."""
+    record = ctx.identity()
+    if record.get("constants") is not None:
+        record["constants"] = {**record["constants"], **eager_constant(ctx)}
+    return record
 
 
 def failing(findings: Sequence[Finding], severity: str) -> list[Finding]:

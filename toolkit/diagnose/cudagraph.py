@@ -24,7 +24,7 @@ from toolkit.diagnose.thresholds import (
 )
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["cuda_graph_miss", "eager_cost", "eager_cost_in", "eager_effect"]
+__all__ = ["cuda_graph_miss", "eager_constant", "eager_cost", "eager_cost_in", "eager_effect"]
 
 GRAPH_DEVICES = frozenset({"cuda", "npu", "musa"})  # devices whose decode runs captured graphs
 
@@ -33,6 +33,22 @@ def eager_effect(ctx: RunAnalysis) -> GraphEffect | None:
     """The run's eager decode against comparable graph steps (``graph_effect``, the phases the
     KV pool paces kept from other phases' reference)."""
     return graph_effect(ctx.decode, bound_phases=pool_bound_phases(ctx))
+
+
+def eager_constant(ctx: RunAnalysis) -> dict[str, str]:
+    """The eager slowdown as a constant of the run's diagnosis (``--json``'s ``constants``):
+    measured against graph steps, a lower bound, or assumed; empty without eager steps."""
+    effect = eager_effect(ctx)
+    if effect is None or not effect.eager_lines:
+        return {}
+    low, high = EAGER_SLOWDOWN_RANGE
+    if effect.slowdown is None:
+        text = f"assumed {ASSUMED_EAGER_SLOWDOWN}× a graph step ({low}–{high}× for the range)"
+    elif effect.bounded:
+        text = f"measured at least {effect.slowdown:.2f}× (one graph batch size to compare)"
+    else:
+        text = f"measured {effect.slowdown:.2f}× ({effect.reference})"
+    return {"eager_slowdown": text}
 
 
 def eager_cost(share: float, slowdown: float) -> float:
