@@ -1,4 +1,4 @@
-"""Sizing a queue's cost from rounds the run itself measured (``admission.queued_cost``).
+"""Sizing a queue's cost from rounds the run itself measured (``queue_cost.queued_cost``).
 
 The run is the scenario family's PP8 with three faults (``helpers.scenarios``: SGLang 0.5.23
 lines on every stage, a bench_serving result per phase): c=32 with ISL 1000 packs four slots

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from toolkit.diagnose.admission import queued_cost
 from toolkit.diagnose.finding import Finding
+from toolkit.diagnose.queue_cost import queued_cost
 from toolkit.diagnose.sizing import Sizing
 from toolkit.diagnose.thresholds import KV_FULL, POOL_FULL, POOL_FULL_SHARE
 from toolkit.run_analysis import RunAnalysis
