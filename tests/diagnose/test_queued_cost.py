@@ -17,7 +17,7 @@ import pytest
 from helpers.scenarios import build, build_variant
 
 from toolkit.analyze.stages import reference_lines
-from toolkit.diagnose import admission
+from toolkit.diagnose import queue_cost
 from toolkit.diagnose.kv import kv_cache_pressure
 from toolkit.run_analysis import RunAnalysis
 
@@ -78,7 +78,7 @@ def test_without_a_prefill_rate_both_sides_are_decode_rates(
 ) -> None:
     """Lines older than 0.5.9 carry no ``input throughput``: the phase's decode rate (its
     requests over its round) against 64 over phase 0's round."""
-    monkeypatch.setattr(admission, "_prefill_rate", lambda ctx, phase: None)
+    monkeypatch.setattr(queue_cost, "_prefill_rate", lambda ctx, phase: None)
     ctx = runs["base"]
     f = kv_cache_pressure(ctx)
     assert f is not None and f.basis == "measured" and "prefill not counted" in f.summary
