@@ -17,6 +17,7 @@ import pytest
 from helpers import TEST_DATA
 
 from toolkit.diagnose.admission import binding_limits, queue_backlog, running_cap
+from toolkit.diagnose.thresholds import METHOD_ERROR
 from toolkit.run_analysis import RunAnalysis
 
 
@@ -79,7 +80,10 @@ def test_a_cap_on_every_phase_leaves_the_growth_unmeasured(tmp_path: Path) -> No
     ctx = _run(tmp_path, 14, 14)
     found = running_cap(ctx)
     assert found is not None and found.basis == "assumed"
-    assert found.impact_range == pytest.approx((1 - 0.5**0.5, 1 - 0.5), abs=0.02)
+    # square-root to proportional growth, widened by the arithmetic's own error on the
+    # remedied throughput
+    low, high = 0.5**0.5 * (1 + METHOD_ERROR), 0.5 * (1 - METHOD_ERROR)
+    assert found.impact_range == pytest.approx((1 - low, 1 - high), abs=0.02)
     assert found.impact == pytest.approx(1 - 0.5**0.75, abs=0.02)
-    assert found.severity == "high"  # even the square-root growth loses 29 %
+    assert found.severity == "high"  # even the square-root growth loses 22 %
     assert "between the square root of the load and in proportion" in found.summary

@@ -85,7 +85,6 @@ def queued_cost(
                 f"off above the loads measured (assumed)",
                 noise_words,
             ),
-            carried=False,
         )
         return sized, (
             f" This run's sweep grows ×{2**e:.2f} per doubling of load below {offered} "
@@ -105,7 +104,6 @@ def queued_cost(
             now_noise=noise,
             after_noise=noise,
             rests_on=(noise_words, "rounds this run measured at that micro-batch size"),
-            carried=False,
         )
         if sized_rounds is not None:
             sized_rounds = sized_rounds.widened(
@@ -132,7 +130,6 @@ def queued_cost(
             basis="modelled",
             where=where,
             rests_on=("assumed constants over their plausible range",),
-            carried=False,
         ).widened(MODEL_AGREEMENT, f"model within ±{MODEL_AGREEMENT:.0%} of this phase")
         return sized, (
             f" The serving model expects ≈{free:.0f} tok/s with all of them running against "
@@ -154,7 +151,6 @@ def queued_cost(
             f"assumed: throughput grows as load^{ASSUMED_ELASTICITY[0]}–"
             f"load^{ASSUMED_ELASTICITY[1]}",
         ),
-        carried=False,
     )
     return sized, (
         f"{model} Nothing in this run measures how throughput grows with load up to "
