@@ -8,10 +8,11 @@ GPUs were sampled on, may each keep its own clock: one file is one clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -43,19 +44,8 @@ def trace_fits(run: Run, batches: pl.DataFrame) -> dict[str, ClockFit]:
     trace = run.gpu
     if trace is None or not trace.samples.height:
         return {}
-    windows = cadence_windows(batches)
-    out = {}
     timed = trace.samples.filter(pl.col("ts").is_not_null())
-    for (source,), rows in timed.group_by("source", maintain_order=True):
-        out[str(source)] = fit_clock(
-            trace_activity(rows),
-            windows,
-            input="GPU trace",
-            files=Path(str(source)).name,
-            recorded_s=run.config.clock_offset_s,
-            overlaps=_meets(_span(rows["ts"]), run.launch_span),
-        )
-    return out
+    return _per_file(run, timed, trace_activity, "GPU trace", cadence_windows(batches))
 
 
 def metrics_fits(run: Run, batches: pl.DataFrame) -> dict[str, ClockFit]:
@@ -67,18 +57,28 @@ def metrics_fits(run: Run, batches: pl.DataFrame) -> dict[str, ClockFit]:
         return {}
     if metrics is None or not metrics.samples.height:
         return {}
-    windows = cadence_windows(batches)
-    out = {}
-    for (source,), rows in metrics.samples.group_by("source", maintain_order=True):
-        out[str(source)] = fit_clock(
-            metrics_activity(rows),
+    return _per_file(run, metrics.samples, metrics_activity, "metrics", cadence_windows(batches))
+
+
+def _per_file(
+    run: Run,
+    frame: pl.DataFrame,
+    activity: Callable[[pl.DataFrame], pl.DataFrame],
+    kind: str,
+    windows: Any,
+) -> dict[str, ClockFit]:
+    """Source file → the clock fit of its rows' ``activity`` against the log's ``windows``."""
+    return {
+        str(source): fit_clock(
+            activity(rows),
             windows,
-            input="metrics",
+            input=kind,
             files=Path(str(source)).name,
             recorded_s=run.config.clock_offset_s,
             overlaps=_meets(_span(rows["ts"]), run.launch_span),
         )
-    return out
+        for (source,), rows in frame.group_by("source", maintain_order=True)
+    }
 
 
 def phase_fit(run: Run, batches: pl.DataFrame) -> ClockFit | None:

@@ -31,7 +31,7 @@ from toolkit.load.gpu import trace_formats
 from toolkit.load.gpu.identity import uuid_nodes
 from toolkit.load.gpu.inventory import APPS_FORMAT, LIST_FORMAT
 from toolkit.load.gpu.nodes import NodePlacement, log_hosts, place_nodes
-from toolkit.load.gpu.roles import gpu_roles, unresolved_devices
+from toolkit.load.gpu.roles import gpu_roles
 from toolkit.load.gpu.trace import (
     GpuTrace,
     Topology,
@@ -42,6 +42,7 @@ from toolkit.load.gpu.trace import (
 )
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
+from toolkit.load.placement import placement_problems
 from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
 from toolkit.load.prometheus import TEXT as METRICS_TEXT
 from toolkit.load.prometheus import Metrics, load_metrics
@@ -362,7 +363,7 @@ class Run:
                     "(save `date '+%F %T'` before each curl, or use ppscope capture)",
                 }
             )
-        out += self._placement_problems()
+        out += placement_problems(self)
         trace, span = self.gpu_span, self.launch_span
         if trace is not None and span is not None and overlap_s(trace, span) <= 0:
             out.append(
@@ -389,31 +390,6 @@ class Run:
         except ToolkitError:
             return []  # an unreadable file is the loader's error, where it is used
         return metrics.untimed_sources if metrics is not None else []
-
-    def _placement_problems(self) -> list[dict[str, str]]:
-        """Trace samples no witness puts on a node, GPUs ``CUDA_VISIBLE_DEVICES`` names by a
-        UUID no inventory of the run lists."""
-        out = []
-        traces = [p.name for fmt in trace_formats() for p in self.files.get(fmt, [])]
-        for problem in self.gpu_nodes.problems if self.gpu_nodes is not None else ():
-            out.append({"input": "GPU trace nodes", "files": ", ".join(traces), "detail": problem})
-        lost = unresolved_devices(self.layout.visible_devices, self.gpu_inventory)
-        if lost:
-            where = (
-                "the run's nvidia-smi -L listing"
-                if self.files.get(LIST_FORMAT)
-                else ("the GPU trace's uuid column")
-            )
-            out.append(
-                {
-                    "input": "CUDA_VISIBLE_DEVICES",
-                    "files": self.command[1] if self.command is not None else "",
-                    "detail": f"{', '.join(lost)} is named by UUID and {where} does not list "
-                    "it, so its rank has no GPU index and no stage reads its samples: add "
-                    "uuid to the --query-gpu fields, or an nvidia-smi -L listing, to the run",
-                }
-            )
-        return out
 
     @cached_property
     def launch_span(self) -> tuple[datetime, datetime] | None:
