@@ -281,15 +281,11 @@ class RunEvidence:
             return busy
         log = busy.select("pp", "fwd_occupancy_pct")
         mean = rows["busy_pct"].mean()
-        out = rows.select(
-            "pp",
-            "gpus",
-            "busy_pct",
-            below_half_share=pl.lit(None, pl.Float64),
-            samples=pl.col("samples").cast(pl.UInt32),
-            metric=pl.format("/metrics {}", "metric"),
-            vs_mean=pl.col("busy_pct") / mean if mean else pl.lit(None, pl.Float64),
-        ).join(log, on="pp", how="left")
+        out = (
+            _as_busy(rows, "pp")
+            .with_columns(vs_mean=pl.col("busy_pct") / mean if mean else pl.lit(None, pl.Float64))
+            .join(log, on="pp", how="left")
+        )
         return out.sort("pp").select(STAGE_BUSY.names()).cast(dict(STAGE_BUSY))
 
     @cached_property
@@ -301,13 +297,18 @@ class RunEvidence:
         rows = self._metrics_evidence(by_phase=True)
         if rows is None:
             return None
-        out = rows.select(
-            "phase",
-            "pp",
-            "gpus",
-            "busy_pct",
-            below_half_share=pl.lit(None, pl.Float64),
-            samples=pl.col("samples").cast(pl.UInt32),
-            metric=pl.format("/metrics {}", "metric"),
-        )
+        out = _as_busy(rows, "phase", "pp")
         return out.sort("phase", "pp").select(PHASE_BUSY.names()).cast(dict(PHASE_BUSY))
+
+
+def _as_busy(rows: pl.DataFrame, *keys: str) -> pl.DataFrame:
+    """``/metrics`` stage-evidence rows in the busy tables' columns (no below-half share: a
+    counter gives no per-sample distribution)."""
+    return rows.select(
+        *keys,
+        "gpus",
+        "busy_pct",
+        below_half_share=pl.lit(None, pl.Float64),
+        samples=pl.col("samples").cast(pl.UInt32),
+        metric=pl.format("/metrics {}", "metric"),
+    )
