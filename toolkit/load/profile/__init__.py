@@ -1,0 +1,111 @@
+"""PyTorch profiler traces of a run: one Kineto Chrome-trace JSON file per rank, as SGLang's
+``/start_profile`` writes them, recognized by content wherever they lie in the run directory.
+
+The folder a trace lies in names its phase (``profile/<phase>/…``, as ``ppscope capture
+--profile`` writes them); traces directly in the run directory or in ``profile/`` have none.
+A trace that cannot be read is listed in ``Profile.problems`` and the others are used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from toolkit.errors import ToolkitError
+from toolkit.load import compression
+from toolkit.load.profile.trace import ProfileTrace, load_profile_trace, rank_tags, trace_problem
+
+__all__ = [
+    "PROFILE_DIR",
+    "TORCH_TRACE",
+    "Profile",
+    "ProfileTrace",
+    "is_torch_trace",
+    "load_profile",
+    "load_profile_trace",
+    "phase_of",
+    "rank_tags",
+]
+
+TORCH_TRACE = "torch-profiler-trace"
+"""The format name of a PyTorch profiler (Kineto) trace."""
+PROFILE_DIR = "profile"
+"""The folder of a run directory ``ppscope capture --profile`` writes traces into."""
+_HEAD = 64 << 10
+
+
+def is_torch_trace(path: Path) -> bool:
+    """A JSON object that Kineto wrote: ``schemaVersion`` first, or a ``traceEvents`` array
+    with ``deviceProperties`` or ``distributedInfo`` near the start."""
+    try:
+        head = compression.head_bytes(path, _HEAD).decode("utf-8", "replace").lstrip()
+    except (OSError, ToolkitError):
+        return False
+    if not head.startswith("{"):
+        return False
+    if '"schemaVersion"' in head[:256]:
+        return True
+    return '"traceEvents"' in head and ('"deviceProperties"' in head or '"distributedInfo"' in head)
+
+
+def phase_of(path: Path, root: Path) -> str | None:
+    """The phase a trace belongs to: the folder it lies in, unless that is the run directory or
+    its ``profile`` folder."""
+    try:
+        parts = path.relative_to(root).parts[:-1]
+    except ValueError:
+        return None
+    if not parts or parts == (PROFILE_DIR,):
+        return None
+    return parts[-1]
+
+
+@dataclass
+class Profile:
+    """The run's traces (each with its ``phase``) and the files that could not be read."""
+
+    traces: list[ProfileTrace] = field(default_factory=list)
+    phases: list[str | None] = field(default_factory=list)  # one per trace
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (file, why)
+
+    @property
+    def cut(self) -> list[tuple[str, str]]:
+        """(file, why) of traces that end early (read up to the cut)."""
+        return [(t.path.name, t.cut) for t in self.traces if t.cut]
+
+    def index(self) -> pl.DataFrame:
+        """One row per trace: ``source``, ``phase``, ``pp``, ``tp``, ``rank``, ``events``."""
+        return pl.DataFrame(
+            {
+                "source": [str(t.path) for t in self.traces],
+                "phase": self.phases,
+                "pp": [t.pp for t in self.traces],
+                "tp": [t.tp for t in self.traces],
+                "rank": [t.rank for t in self.traces],
+                "events": [t.events.height for t in self.traces],
+            },
+            schema={
+                "source": pl.String,
+                "phase": pl.String,
+                "pp": pl.Int64,
+                "tp": pl.Int64,
+                "rank": pl.Int64,
+                "events": pl.Int64,
+            },
+        )
+
+
+def load_profile(paths: list[Path], root: Path) -> Profile:
+    """Every trace of ``paths``; those that fail to read go to ``problems``."""
+    profile = Profile()
+    for path in sorted(paths):
+        try:
+            trace = load_profile_trace(path)
+        except ToolkitError as e:
+            profile.problems.append((path.name, trace_problem(e)))
+            continue
+        profile.traces.append(trace)
+        profile.phases.append(phase_of(path, root))
+    return profile
