@@ -22,6 +22,7 @@ stage is used (its lowest TP rank: every TP rank of a stage runs the same loop).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,14 @@ import polars as pl
 from toolkit.load.profile import Profile, ProfileTrace
 from toolkit.schema.profile import ACCOUNT
 
-__all__ = ["DTYPE_BYTES", "StageSummary", "stage_account", "stage_summary", "stage_totals"]
+__all__ = [
+    "DTYPE_BYTES",
+    "StageSummary",
+    "profile_phase",
+    "stage_account",
+    "stage_summary",
+    "stage_totals",
+]
 
 DTYPE_BYTES: dict[str, int] = {
     "Float": 4,
@@ -51,6 +59,23 @@ COMM_PREFIXES = ("nccl", "Nccl", "rccl")
 STEP_RANGES = ("recv_requests", "run_batch")
 RECV_PREFIX = "recv"
 _GPU = ("kernel", "gpu_memcpy", "gpu_memset")
+_FOLDER_LOAD = re.compile(r"(?:^|[-_])c(\d+)$")
+
+
+def profile_phase(name: str | None, phases: pl.DataFrame) -> int | None:
+    """The phase of ``phases`` a profile folder names: ``…-c32`` (as ``ppscope capture
+    --profile`` names them) is the phase at 32 concurrent requests, a bare number a phase's
+    index; None otherwise."""
+    if not name or not phases.height:
+        return None
+    m = _FOLDER_LOAD.search(name)
+    if m is not None and "offered" in phases.columns:
+        hits = phases.filter(pl.col("offered") == int(m.group(1)))
+        return int(hits["phase"][0]) if hits.height else None
+    if name.isdigit():
+        hits = phases.filter(pl.col("phase") == int(name))
+        return int(name) if hits.height else None
+    return None
 
 
 def stage_account(

@@ -147,7 +147,8 @@ def _stage_events(spec: PipelineProfile, k: int) -> tuple[list[dict[str, Any]], 
         process = spec.process_ms * 1e3
         _cpu(events, "process_batch_result", cpu, process, pid, tid)
         events.append({"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": pid,
-                       "tid": tid, "ts": cpu + 10.0, "dur": 20.0, "args": {"External id": corr}})  # fmt: skip
+                       "tid": tid, "ts": cpu + 10.0, "dur": 20.0,
+                       "args": {"External id": corr}})  # fmt: skip
         if s < spec.steps:
             truth.append(
                 {
@@ -170,9 +171,9 @@ def _stage_events(spec: PipelineProfile, k: int) -> tuple[list[dict[str, Any]], 
     if spec.shape == "kineto-2023":
         for e in events:
             if "ts" in e:
-                e["ts"] = int(round(e["ts"]))
+                e["ts"] = round(e["ts"])
             if "dur" in e:
-                e["dur"] = int(round(e["dur"]))
+                e["dur"] = round(e["dur"])
     return events, truth
 
 
@@ -182,8 +183,9 @@ def _cpu(events: list, name: str, ts: float, dur: float, pid: int, tid: int) -> 
 
 
 def _runtime(name: str, ts: float, dur: float, pid: int, tid: int, corr: int) -> dict[str, Any]:
+    args = {"External id": corr, "cbid": 311, "correlation": corr}
     return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": pid, "tid": tid, "ts": ts,
-            "dur": dur, "args": {"External id": corr, "cbid": 311, "correlation": corr}}  # fmt: skip
+            "dur": dur, "args": args}  # fmt: skip
 
 
 def _kernel(name: str, ts: float, dur: float, device: int, stream: int, corr: int) -> dict:

@@ -75,6 +75,17 @@ class Profile:
         """(file, why) of traces that end early (read up to the cut)."""
         return [(t.path.name, t.cut) for t in self.traces if t.cut]
 
+    def notes(self) -> list[dict[str, str]]:
+        """The traces left out (unreadable) or read up to a cut, as a run lists its
+        mismatched inputs: ``input``, ``files``, ``detail``."""
+        out = []
+        for name, why in self.problems:
+            out.append({"input": "profiler trace", "files": name, "detail": f"not used: {why}"})
+        for name, why in self.cut:
+            detail = f"read up to the cut: {why}"
+            out.append({"input": "profiler trace", "files": name, "detail": detail})
+        return out
+
     def index(self) -> pl.DataFrame:
         """One row per trace: ``source``, ``phase``, ``pp``, ``tp``, ``rank``, ``events``."""
         return pl.DataFrame(
