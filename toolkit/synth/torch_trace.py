@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ class PipelineProfile:
     process_ms: float = 0.8  # CPU: process_batch_result, GPU idle
     wait_ms: tuple[float, ...] = (0.0, 0.4, 0.2)
     steps: int = 12
+    jitter: float = 0.0  # each iteration's kernels vary by up to ± this share (seeded)
+    seed: int = 0
     shape: str = "kineto-2.5"  # or "kineto-2023"
     base_ns: int = 1_764_000_000_000_000_000
     extra: dict[str, Any] = field(default_factory=dict)
@@ -72,7 +75,7 @@ class PipelineProfile:
         """Stage ``k``'s own time per iteration, waits in recv_requests and SendRecv aside."""
         comm = self.transfer_ms + max(self.wait_ms) if k < self.pp - 1 else 0.0
         cpu = self.sched_ms + self.launch_ms + self.process_ms
-        return cpu + self.compute_ms[k] + comm
+        return cpu + self.compute_ms[k] * (1 + self.jitter) + comm
 
     @property
     def tick_ms(self) -> float:
@@ -106,12 +109,16 @@ def _stage_events(spec: PipelineProfile, k: int) -> tuple[list[dict[str, Any]], 
         {"ph": "M", "name": "process_name", "pid": k, "tid": 0, "args": {"name": f"GPU {k}"}},
     ]
     truth = []
+    rng = random.Random(spec.seed * 1000 + k)
     corr = 1000 * (k + 1)
     last = k == spec.pp - 1
     for s in range(spec.steps + 1):
+        scale = 1 + spec.jitter * (2 * rng.random() - 1)
         wait = spec.wait_ms[s % len(spec.wait_ms)] * 1e3 if not last else 0.0
         transfer = spec.transfer_ms * 1e3 if not last else 0.0
-        own = (spec.busy_ms(k) - (max(spec.wait_ms) if not last else 0.0)) * 1e3 + wait
+        compute = spec.compute_ms[k] * scale * 1e3
+        slack = spec.compute_ms[k] * (1 + spec.jitter) * 1e3 - compute
+        own = (spec.busy_ms(k) - (max(spec.wait_ms) if not last else 0.0)) * 1e3 + wait - slack
         recv = tick - own
         cpu = t
         _cpu(events, "recv_requests", cpu, recv, pid, tid)
@@ -130,7 +137,6 @@ def _stage_events(spec: PipelineProfile, k: int) -> tuple[list[dict[str, Any]], 
                        "cat": "ac2g", "name": "ac2g"})  # fmt: skip
         events.append({"ph": "f", "id": corr, "pid": k, "tid": 7, "ts": gpu,
                        "cat": "ac2g", "name": "ac2g", "bp": "e"})  # fmt: skip
-        compute = spec.compute_ms[k] * 1e3
         for name, part in _KERNELS:
             events.append(_kernel(name, gpu, compute * part, k, 7, corr))
             gpu += compute * part
