@@ -272,8 +272,10 @@ def _transfers(
 class StageSummary:
     """The measured quantities of a phase's profile, from ``stage_totals``.
 
-    ``slowest_pp`` does the most work (compute and transfer) per iteration; ``imbalance`` is its
-    work over the mean stage's; the shares are of the stages' total time, over all stages.
+    ``slowest_pp`` spends the most time in kernels per iteration (its layers' cost: what a new
+    layer split moves); ``imbalance`` is that time over the mean stage's. ``pace_pp`` sets the
+    pipeline's pace: the stage that waits least to receive (of equals, the one with the most
+    kernel and transfer time). The shares are of all stages' time together.
     """
 
     phase: str | None
@@ -281,10 +283,11 @@ class StageSummary:
     steps: int
     step_ms: float
     slowest_pp: int
-    slowest_work_ms: float
-    mean_work_ms: float
+    slowest_compute_ms: float
+    mean_compute_ms: float
     imbalance: float
-    imbalance_noise: float  # relative standard error of the slowest stage's work per step
+    imbalance_noise: float  # relative standard error of the slowest stage's kernel time
+    pace_pp: int
     bubble_share: float  # waiting in communication kernels or idle
     transfer_share: float
     cpu_share: float  # GPU idle while the loop's CPU works
@@ -294,7 +297,8 @@ class StageSummary:
 
 
 def stage_totals(account: pl.DataFrame) -> pl.DataFrame:
-    """Per phase and stage: iterations, their time, and each part's sum and share of it."""
+    """Per phase and stage: iterations, their time, and each part's sum and share of it;
+    ``step_compute_ms`` and ``step_work_ms`` (kernels and transfers) per iteration."""
     parts = ["compute_ms", "comm_ms", "transfer_ms", "wait_ms", "idle_cpu_ms", "idle_recv_ms"]
     parts += ["idle_other_ms", "graph_launch_ms"]
     out = (
@@ -304,20 +308,21 @@ def stage_totals(account: pl.DataFrame) -> pl.DataFrame:
             pl.col("span_ms").sum(),
             *(pl.col(p).sum() for p in parts),
             pl.col("graph_launches").sum(),
-            (pl.col("compute_ms") + pl.col("transfer_ms")).std().alias("work_std_ms"),
+            pl.col("compute_ms").std().alias("compute_std_ms"),
             pl.col("transfer_basis").first(),
         )
         .sort("phase", "pp", nulls_last=False)
     )
     return out.with_columns(
-        work_ms=(pl.col("compute_ms") + pl.col("transfer_ms")) / pl.col("steps"),
+        step_compute_ms=pl.col("compute_ms") / pl.col("steps"),
+        step_work_ms=(pl.col("compute_ms") + pl.col("transfer_ms")) / pl.col("steps"),
         **{p.removesuffix("_ms") + "_share": pl.col(p) / pl.col("span_ms") for p in parts[:7]},
     )
 
 
 def stage_summary(account: pl.DataFrame, phase: str | None = None) -> StageSummary | None:
-    """The slowest stage, bubble, transfer and CPU shares of one phase's profile (None
-    without two stages and an iteration in it)."""
+    """The slowest and pace-setting stages, bubble, transfer and CPU shares of one phase's
+    profile (None without two stages and an iteration in it)."""
     rows = account.filter(pl.col("phase").is_null() if phase is None else pl.col("phase") == phase)
     totals = stage_totals(rows)
     if totals.height < 2:
@@ -325,27 +330,29 @@ def stage_summary(account: pl.DataFrame, phase: str | None = None) -> StageSumma
     span = float(totals["span_ms"].sum())
     if span <= 0:
         return None
-    top = totals.sort("work_ms", descending=True).row(0, named=True)
-    mean = float(totals["work_ms"].mean() or 0.0)
-    std = top["work_std_ms"]
-    noise = (std / math.sqrt(top["steps"]) / top["work_ms"]) if std and top["work_ms"] else 0.0
+    top = totals.sort("step_compute_ms", descending=True).row(0, named=True)
+    pace = totals.with_columns(recv=(pl.col("idle_recv_share") * 100).round(1))
+    pace_pp = pace.sort(["recv", "step_work_ms"], descending=[False, True])["pp"][0]
+    mean = float(totals["step_compute_ms"].mean() or 0.0)
+    std, own = top["compute_std_ms"], top["step_compute_ms"]
+    noise = (std / math.sqrt(top["steps"]) / own) if std and own else 0.0
 
     def share(col: str) -> float:
         return float(totals[col].sum()) / span
 
+    idle = ("wait_ms", "idle_cpu_ms", "idle_recv_ms", "idle_other_ms")
     return StageSummary(
         phase=phase,
         stages=totals.height,
         steps=int(totals["steps"].min() or 0),
         step_ms=span / float(totals["steps"].sum()),
         slowest_pp=int(top["pp"]),
-        slowest_work_ms=float(top["work_ms"]),
-        mean_work_ms=mean,
-        imbalance=float(top["work_ms"]) / mean if mean > 0 else 1.0,
+        slowest_compute_ms=float(own),
+        mean_compute_ms=mean,
+        imbalance=float(own) / mean if mean > 0 else 1.0,
         imbalance_noise=float(noise),
-        bubble_share=(
-            share("wait_ms") + share("idle_cpu_ms") + share("idle_recv_ms") + share("idle_other_ms")
-        ),
+        pace_pp=int(pace_pp),
+        bubble_share=sum(share(c) for c in idle),
         transfer_share=share("transfer_ms"),
         cpu_share=share("idle_cpu_ms"),
         recv_share=share("idle_recv_ms"),

@@ -3,7 +3,8 @@
 profile holds every stage (``analyze.stage_account``), with basis ``measured``.
 
 Each loop iteration is one micro-batch turn, and in a pipeline that runs at the pace of its
-slowest stage, that stage's iteration is its work (kernels and transfers) plus what it spends
+pace-setting stage (the one that waits least to receive), that stage's iteration is its work
+(kernels and transfers) plus what it spends
 outside them: waiting in SendRecv kernels, GPU idle while the CPU loop schedules and processes
 results, GPU idle while it blocks in a receive. Removing a part shortens the iteration by it,
 so a part's share of the iteration is the throughput its remedy recovers (``1 − now/after``
@@ -74,7 +75,8 @@ def _evidence(rows: pl.DataFrame) -> pl.DataFrame:
     totals = stage_totals(rows)
     shares = [c for c in totals.columns if c.endswith("_share")]
     return totals.select(
-        "pp", "steps", pl.col("work_ms").round(3), *(pl.col(c).round(3) for c in shares),
+        "pp", "steps", pl.col("step_compute_ms", "step_work_ms").round(3),
+        *(pl.col(c).round(3) for c in shares),
         "graph_launches", "transfer_basis",
     )  # fmt: skip
 
@@ -84,7 +86,7 @@ def _slowest(rows: pl.DataFrame, pp: int) -> pl.DataFrame:
 
 
 def _part_sizing(values: pl.Series, span: pl.Series, where: str, what: str) -> Sizing:
-    """A part's share of the slowest stage's iterations, ± twice its standard error."""
+    """A part's share of the pace-setting stage's iterations, ± twice its standard error."""
     total = float(span.sum())
     central = float(values.sum()) / total if total > 0 else 0.0
     per = (values / span).drop_nans().drop_nulls()
@@ -95,7 +97,9 @@ def _part_sizing(values: pl.Series, span: pl.Series, where: str, what: str) -> S
         central + 2 * err,
         basis="measured",
         where=where,
-        rests_on=(f"{what} over {per.len()} profiled iterations of the slowest stage ±2 s.e.",),
+        rests_on=(
+            f"{what} over {per.len()} profiled iterations of the pace-setting stage ±2 s.e.",
+        ),
         carried=False,
     )
 
@@ -103,10 +107,11 @@ def _part_sizing(values: pl.Series, span: pl.Series, where: str, what: str) -> S
 def profiled_imbalance(
     ctx: RunAnalysis, split: Callable[[dict[int, float]], tuple[int, ...] | None]
 ) -> Finding | None:
-    """``stage-imbalance`` from the profile: the slowest stage's work per iteration against
-    the mean stage's. Balanced work is the most a new split recovers (the iteration shortens
-    by the slowest stage's excess, less what it waited to receive); ``split`` gives the layer
-    split to try from the stages' measured work (None when the layer counts are unknown)."""
+    """``stage-imbalance`` from the profile: the slowest stage's kernel time per iteration
+    against the mean stage's (transfers aside: a slow link is no layer's cost). Balanced
+    kernels are the most a new split recovers (the iteration shortens by the slowest stage's
+    excess, less what it waited to receive); ``split`` gives the layer split to try from the
+    stages' kernel times (None when the layer counts are unknown)."""
     found = profiled(ctx)
     if found is None:
         return None
@@ -114,10 +119,10 @@ def profiled_imbalance(
     if summary.imbalance < IMBALANCE:
         return None
     slow = _slowest(rows, summary.slowest_pp)
-    excess = summary.slowest_work_ms - summary.mean_work_ms
+    excess = summary.slowest_compute_ms - summary.mean_compute_ms
     waited = float(slow["idle_recv_ms"].mean() or 0.0)  # a stage that waits is not the pace
     central = max(0.0, excess - waited) / summary.step_ms
-    err = summary.imbalance_noise * summary.slowest_work_ms / summary.step_ms
+    err = summary.imbalance_noise * summary.slowest_compute_ms / summary.step_ms
     where = _where(ctx, index)
     sized = share(
         central,
@@ -126,13 +131,14 @@ def profiled_imbalance(
         basis="measured",
         where=where,
         rests_on=(
-            f"kernel and transfer time per stage over {summary.steps} profiled iterations "
+            f"kernel time per stage over {summary.steps} profiled iterations "
             "(±2 s.e.); balanced stages are the most a layer split reaches",
         ),
         carried=False,
     )
     works = stage_totals(rows)
-    partition = split({int(r["pp"]): float(r["work_ms"]) for r in works.iter_rows(named=True)})
+    compute = {int(r["pp"]): float(r["step_compute_ms"]) for r in works.iter_rows(named=True)}
+    partition = split(compute)
     text = ",".join(map(str, partition)) if partition else None
     remedy = (
         f"SGLANG_PP_LAYER_PARTITION={text} (fewer layers on stage {summary.slowest_pp})"
@@ -142,15 +148,15 @@ def profiled_imbalance(
     return Finding(
         id="stage-imbalance",
         title=(
-            f"Stage {summary.slowest_pp} works {summary.imbalance:.2f}× as long per micro-batch "
-            "as the mean stage (profiled)"
+            f"Stage {summary.slowest_pp} computes {summary.imbalance:.2f}× as long per "
+            "micro-batch as the mean stage (profiled)"
         ),
         summary=(
             f"The profiler traces {where} show stage {summary.slowest_pp} spending "
-            f"{summary.slowest_work_ms:.2f} ms per loop iteration in kernels and transfers "
-            f"against a mean of {summary.mean_work_ms:.2f} ms over {summary.stages} stages "
-            f"(iterations of {summary.step_ms:.2f} ms). The other stages wait for it: "
-            f"balancing the stages recovers {sized.words()}."
+            f"{summary.slowest_compute_ms:.2f} ms per loop iteration in its kernels against a "
+            f"mean of {summary.mean_compute_ms:.2f} ms over {summary.stages} stages (iterations "
+            f"of {summary.step_ms:.2f} ms; it waited {waited:.2f} ms per iteration to receive). "
+            f"Balancing the stages' kernel time recovers {sized.words()}."
         ),
         evidence=_evidence(rows),
         remedy=remedy + "; profile again after moving layers.",
@@ -160,14 +166,14 @@ def profiled_imbalance(
 
 
 def profiled_residual(ctx: RunAnalysis) -> Finding | None:
-    """``unexplained-slowdown`` from the profile: the slowest stage's iteration beyond its
+    """``unexplained-slowdown`` from the profile: the pace-setting stage's iteration beyond its
     kernels, named by part (transfer, CPU loop, waits), and its kernels against the serving
     model's stage time where the model is known."""
     found = profiled(ctx)
     if found is None:
         return None
     summary, index, rows = found
-    slow = _slowest(rows, summary.slowest_pp)
+    slow = _slowest(rows, summary.pace_pp)
     span = slow["span_ms"]
     outside = span - slow["compute_ms"]
     where = _where(ctx, index)
@@ -180,19 +186,19 @@ def profiled_residual(ctx: RunAnalysis) -> Finding | None:
         reverse=True,
     )
     named = "; ".join(f"{name} {s:.0%} ({what})" for s, name, what in parts if s >= 0.005)
-    kernels = _kernel_excess(ctx, index, summary)
+    kernels = _kernel_excess(ctx, index, summary, slow)
     step = summary.step_ms
     return Finding(
         id="unexplained-slowdown",
         title=(
-            f"{sized.impact * step:.1f} ms per iteration of the slowest stage outside its "
+            f"{sized.impact * step:.1f} ms per iteration of the pace-setting stage outside its "
             f"kernels, mostly {parts[0][1]} (profiled)"
         ),
         summary=(
-            f"The profiler traces {where} put stage {summary.slowest_pp} (the most work per "
-            f"micro-batch) in its kernels {1 - sized.impact:.0%} of each {step:.2f} ms loop "
-            f"iteration; the rest is {named}. Removing it recovers {sized.words()}. Transfers: "
-            f"{summary.transfer_basis}.{kernels}"
+            f"The profiler traces {where} put stage {summary.pace_pp} (the pipeline's pace: it "
+            f"waits least to receive) in its kernels {1 - sized.impact:.0%} of each {step:.2f} "
+            f"ms loop iteration; the rest is {named}. Removing it recovers {sized.words()}. "
+            f"Transfers: {summary.transfer_basis}.{kernels}"
         ),
         evidence=_evidence(rows),
         remedy=_residual_remedy(parts[0][1]),
@@ -201,17 +207,19 @@ def profiled_residual(ctx: RunAnalysis) -> Finding | None:
     )
 
 
-def _kernel_excess(ctx: RunAnalysis, index: int | None, summary: StageSummary) -> str:
-    """The slowest stage's kernels against the serving model's stage time, in words."""
+def _kernel_excess(
+    ctx: RunAnalysis, index: int | None, summary: StageSummary, pace: pl.DataFrame
+) -> str:
+    """The pace-setting stage's kernels against the serving model's stage time, in words."""
     if ctx.params is None or index is None:
         return ""
     row = ctx.phase_summary.filter(pl.col("phase") == index)
     b = float(row["slot_req"][0] or 1.0) if row.height else 1.0
     try:
-        model_ms = StageClock(ctx.layout, ctx.params).decode(summary.slowest_pp, b) * 1e3
+        model_ms = StageClock(ctx.layout, ctx.params).decode(summary.pace_pp, b) * 1e3
     except (ToolkitError, ZeroDivisionError, ValueError, IndexError):
         return ""
-    measured = summary.slowest_work_ms
+    measured = float(pace["compute_ms"].mean() or 0.0)
     if not math.isfinite(model_ms) or model_ms <= 0:
         return ""
     return (
@@ -229,7 +237,7 @@ def _residual_remedy(part: str) -> str:
         "(--pp-async-batch-depth lower), faster host cores, and SGLANG_PP_COMM_OVERLAP=1.",
         "SendRecv wait": "Sends waiting for their peer: communication fences between stages; "
         "SGLANG_PP_COMM_OVERLAP=1 (≥0.5.23) moves PP communication off the compute stream.",
-        "receive wait": "The slowest stage waits for the stage before it: fill more micro-"
+        "receive wait": "The pace-setting stage waits for the stage before it: fill more micro-"
         "batch slots so every stage has work (pp-underfilled-slots), or rebalance the stages.",
     }
     return remedies.get(part, "Profile the stages again and compare the loop ranges.")
@@ -237,7 +245,7 @@ def _residual_remedy(part: str) -> str:
 
 def profiled_bubbles(ctx: RunAnalysis) -> Finding | None:
     """``gpu-idle-bubbles`` from the profile: every stage's GPU idle or waiting, measured;
-    sized on the slowest stage (the others' idle is its pace), and ``info`` when a profiled
+    sized on the pace-setting stage (the others' idle is its pace), and ``info`` when a profiled
     imbalance or residual found before accounts for it."""
     found = profiled(ctx)
     if found is None:
@@ -245,7 +253,7 @@ def profiled_bubbles(ctx: RunAnalysis) -> Finding | None:
     summary, index, rows = found
     if summary.bubble_share < 0.05:
         return None
-    slow = _slowest(rows, summary.slowest_pp)
+    slow = _slowest(rows, summary.pace_pp)
     span = slow["span_ms"]
     idle = span - slow["compute_ms"] - slow["transfer_ms"]
     where = _where(ctx, index)
@@ -261,7 +269,7 @@ def profiled_bubbles(ctx: RunAnalysis) -> Finding | None:
     why = (
         f" Accounted for by {', '.join(causes)} (their impact is the cost)."
         if causes
-        else f" On the slowest stage it costs {sized.words()}."
+        else f" On the pace-setting stage it costs {sized.words()}."
     )
     return Finding(
         id="gpu-idle-bubbles",

@@ -47,6 +47,7 @@ class PipelineProfile:
     tokens: int = 8  # micro-batch size: proxy tensors of tokens × hidden
     hidden: int = 7168
     link_gb_s: float = 20.0
+    slow_links: tuple[tuple[int, float], ...] = ()  # (sending stage, GB/s) of slower links
     sched_ms: float = 0.6  # CPU: get_next_batch_to_run
     launch_ms: float = 0.2  # CPU: run_batch before the graph runs
     graph_ms: float = 0.05  # cudaGraphLaunch
@@ -69,11 +70,17 @@ class PipelineProfile:
 
     @property
     def transfer_ms(self) -> float:
-        return self.proxy_bytes / (self.link_gb_s * 1e9) * 1e3
+        """A transfer over the usual link."""
+        return self.transfer_ms_of(-1)
+
+    def transfer_ms_of(self, k: int) -> float:
+        """Stage ``k``'s send of the proxy tensors to the next stage."""
+        gb_s = dict(self.slow_links).get(k, self.link_gb_s)
+        return self.proxy_bytes / (gb_s * 1e9) * 1e3
 
     def busy_ms(self, k: int) -> float:
         """Stage ``k``'s own time per iteration, waits in recv_requests and SendRecv aside."""
-        comm = self.transfer_ms + max(self.wait_ms) if k < self.pp - 1 else 0.0
+        comm = self.transfer_ms_of(k) + max(self.wait_ms) if k < self.pp - 1 else 0.0
         cpu = self.sched_ms + self.launch_ms + self.process_ms
         return cpu + self.compute_ms[k] * (1 + self.jitter) + comm
 
@@ -115,7 +122,7 @@ def _stage_events(spec: PipelineProfile, k: int) -> tuple[list[dict[str, Any]], 
     for s in range(spec.steps + 1):
         scale = 1 + spec.jitter * (2 * rng.random() - 1)
         wait = spec.wait_ms[s % len(spec.wait_ms)] * 1e3 if not last else 0.0
-        transfer = spec.transfer_ms * 1e3 if not last else 0.0
+        transfer = spec.transfer_ms_of(k) * 1e3 if not last else 0.0
         compute = spec.compute_ms[k] * scale * 1e3
         slack = spec.compute_ms[k] * (1 + spec.jitter) * 1e3 - compute
         own = (spec.busy_ms(k) - (max(spec.wait_ms) if not last else 0.0)) * 1e3 + wait - slack
