@@ -41,6 +41,16 @@ _RUNTIME = ("cudaGraphLaunch", "cudaStreamSynchronize", "cudaEventSynchronize")
 _BATCH = 1 << 16
 _INT_MAX = (1 << 63) - 1
 _TAG = re.compile(r"-(TP|DP|PP|EP)-(\d+)")
+_INT_ARGS = (
+    ("stream", "stream"),
+    ("device", "device"),
+    ("correlation", "correlation"),
+    ("external_id", "External id"),
+    ("in_nelems", "In msg nelems"),
+    ("out_nelems", "Out msg nelems"),
+    ("group_size", "Group size"),
+)
+_TEXT_ARGS = (("dtype", "dtype"), ("collective", "Collective name"))
 
 
 @dataclass
@@ -192,26 +202,27 @@ class _Rows:
         if not kept:
             return f"{ph}/{cat}"
         args = e.get("args")
-        args = args if isinstance(args, dict) else {}
+        args = args if type(args) is dict else {}
         c = self.cols
         c["event"].append(index)
         c["ph"].append(ph)
-        c["cat"].append(_text(cat))
-        c["name"].append(_text(name))
-        c["ts_us"].append(_float(e.get("ts")))
-        c["dur_us"].append(_float(e.get("dur")))
-        c["pid"].append(_text(e.get("pid")))
-        c["tid"].append(_text(e.get("tid")))
-        c["stream"].append(_int(args.get("stream")))
-        c["device"].append(_int(args.get("device")))
-        c["correlation"].append(_int(args.get("correlation")))
-        c["external_id"].append(_int(args.get("External id")))
+        c["cat"].append(cat if type(cat) is str else _text(cat))
+        c["name"].append(name if type(name) is str else _text(name))
+        ts, dur = e.get("ts"), e.get("dur")
+        c["ts_us"].append(ts if type(ts) is float else _float(ts))
+        c["dur_us"].append(dur if type(dur) is float else _float(dur))
+        pid, tid = e.get("pid"), e.get("tid")
+        c["pid"].append(pid if type(pid) is str else _text(pid))
+        c["tid"].append(tid if type(tid) is str else _text(tid))
+        for column, key in _INT_ARGS:
+            v = args.get(key)
+            c[column].append(
+                v if v is None or (type(v) is int and -_INT_MAX <= v <= _INT_MAX) else _int(v)
+            )
         c["flow_id"].append(_int(e.get("id")) if ph != "X" else None)
-        c["in_nelems"].append(_int(args.get("In msg nelems")))
-        c["out_nelems"].append(_int(args.get("Out msg nelems")))
-        c["dtype"].append(_text(args.get("dtype")))
-        c["collective"].append(_text(args.get("Collective name")))
-        c["group_size"].append(_int(args.get("Group size")))
+        for column, key in _TEXT_ARGS:
+            v = args.get(key)
+            c[column].append(v if v is None or type(v) is str else _text(v))
         return None
 
     def frame(self) -> pl.DataFrame:
