@@ -14,6 +14,7 @@ from helpers import TEST_DATA
 from hypothesis import given
 from hypothesis import strategies as st
 
+from toolkit.cli.main import main
 from toolkit.errors import ParseError
 from toolkit.load.profile import TORCH_TRACE, is_torch_trace, load_profile, phase_of
 from toolkit.load.profile.scan import Scanner
@@ -129,6 +130,7 @@ def test_damage_is_a_parse_error_with_line_and_event(tmp_path: Path) -> None:
         ('{"traceEvents": [1, 2]}', "no JSON object"),
         ("[1, 2]", "expected a JSON object"),
         ('{"traceEvents": [{"ph": "X"} {"ph": "X"}]}', "between events"),
+        ('{"schemaVersion": 1, "traceEvents": [{"ph": "X", @}]}\n', "event 0 is no valid JSON"),
     ],
 )
 def test_not_a_trace_is_a_parse_error(tmp_path: Path, text: str, reason: str) -> None:
@@ -198,3 +200,16 @@ def test_a_trace_of_many_megabytes_streams_through_a_bounded_buffer(tmp_path: Pa
     assert len(text) > 4 * (1 << 20)  # several buffers' worth
     assert events == len(json.loads(text)["traceEvents"])
     assert largest <= 3 * (1 << 20)
+
+
+def test_parse_describes_each_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_pp_profile(tmp_path / "profile" / "c8", PipelineProfile(compute_ms=(3.0, 3.0), steps=3))
+    assert main(["parse", "-q", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    first = load_profile_trace(sorted(tmp_path.rglob("*.gz"))[0])
+    kernels = first.events.filter(pl.col("cat") == "kernel").height
+    line = f"  stage 0: {first.events_read} events, {first.events.height} kept, {kernels} kernels"
+    assert f"[torch-profiler-trace]\n{line}\n" in out
+    assert main(["parse", "-q", "--json", str(HAND)]) == 0
+    doc = json.loads(capsys.readouterr().out)["files"][0]
+    assert doc["rank"] == 1 and doc["tp"] == 1 and doc["kernels"] == 2 and doc["cut"] is None

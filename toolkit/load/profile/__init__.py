@@ -27,6 +27,7 @@ __all__ = [
     "load_profile_trace",
     "phase_of",
     "rank_tags",
+    "summarize_trace",
 ]
 
 TORCH_TRACE = "torch-profiler-trace"
@@ -120,3 +121,26 @@ def load_profile(paths: list[Path], root: Path) -> Profile:
         profile.traces.append(trace)
         profile.phases.append(phase_of(path, root))
     return profile
+
+
+def summarize_trace(path: Path) -> dict[str, object]:
+    """One trace's ``ppscope parse --json`` entry: its ranks, events read and kept, and a cut.
+
+    Raises
+    ------
+    ParseError
+        A damaged trace (``load_profile_trace``).
+    """
+    trace = load_profile_trace(path)
+    return {
+        "path": str(path),
+        "format": TORCH_TRACE,
+        "rank": trace.rank,
+        "pp": trace.pp,
+        "tp": trace.tp,
+        "events": trace.events_read,
+        "kept": trace.events.height,
+        "kernels": int((trace.events["cat"] == "kernel").sum()),
+        "devices": trace.devices,
+        "cut": trace.cut,
+    }

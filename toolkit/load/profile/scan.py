@@ -104,12 +104,17 @@ class Scanner:
                 raise self._fail(f"{what} is nested too deep") from None
             except json.JSONDecodeError as e:
                 # Text that fails well before the end of what was read is damage whatever
-                # follows; failing at the end (or in a string that runs to it) wants more text.
-                open_end = e.msg.startswith("Unterminated string") or len(self._buf) - e.pos <= 64
+                # follows; failing at the end (or in a string that runs to it) wants more text,
+                # and at the end of the file it is a cut.
+                unterminated = e.msg.startswith("Unterminated string")
+                if self._eof:
+                    if unterminated or e.pos >= len(self._buf.rstrip()):
+                        raise _Cut from None
+                    raise self._fail(f"{what} is no valid JSON ({e.msg})") from None
+                open_end = unterminated or len(self._buf) - e.pos <= 64
                 if not open_end or len(self._buf) - self._i > MAX_VALUE:
                     raise self._fail(f"{what} is no valid JSON ({e.msg})") from None
-                if not self._fill():
-                    raise _Cut from None
+                self._fill()
                 continue
             if end == len(self._buf) and self._fill():
                 continue  # a number may go on in the next block
