@@ -35,6 +35,7 @@ __all__ = [
     "DTYPE_BYTES",
     "StageSummary",
     "profile_phase",
+    "round_waterfall",
     "stage_account",
     "stage_summary",
     "stage_totals",
@@ -358,4 +359,38 @@ def stage_summary(account: pl.DataFrame, phase: str | None = None) -> StageSumma
         recv_share=share("idle_recv_ms"),
         compute_share=share("compute_ms"),
         transfer_basis=str(top["transfer_basis"]),
+    )
+
+
+WATERFALL_PARTS: tuple[tuple[str, str], ...] = (
+    ("idle_recv_ms", "receive wait"),
+    ("idle_cpu_ms", "CPU loop"),
+    ("compute_ms", "kernels"),
+    ("transfer_ms", "transfer"),
+    ("wait_ms", "SendRecv wait"),
+    ("idle_other_ms", "outside the loop"),
+)
+"""Account column → part, in the order a loop iteration lays them out (the CPU's scheduling
+and result processing drawn together)."""
+
+
+def round_waterfall(account: pl.DataFrame) -> pl.DataFrame:
+    """One typical loop iteration per phase and stage: each part's mean time per iteration,
+    laid end to end in loop order (``phase``, ``pp``, ``part``, ``start_ms``, ``end_ms``)."""
+    means = account.group_by("phase", "pp").agg(*(pl.col(c).mean() for c, _ in WATERFALL_PARTS))
+    long = means.unpivot(
+        index=["phase", "pp"], on=[c for c, _ in WATERFALL_PARTS], variable_name="part",
+        value_name="ms",
+    )  # fmt: skip
+    order = {c: i for i, (c, _) in enumerate(WATERFALL_PARTS)}
+    names = dict(WATERFALL_PARTS)
+    long = long.with_columns(
+        order=pl.col("part").replace_strict(order, return_dtype=pl.Int64),
+        part=pl.col("part").replace_strict(names, return_dtype=pl.String),
+    ).sort("phase", "pp", "order", nulls_last=False)
+    long = long.with_columns(end_ms=pl.col("ms").cum_sum().over("phase", "pp"))
+    return (
+        long.with_columns(start_ms=pl.col("end_ms") - pl.col("ms"))
+        .filter(pl.col("ms") > 0)
+        .select("phase", "pp", "part", "start_ms", "end_ms")
     )
