@@ -21,6 +21,7 @@ CASES = {
     "slow stage": PipelineProfile(compute_ms=(6.0, 6.0, 6.0, 11.0), jitter=0.1, seed=1),
     "slow link": PipelineProfile(compute_ms=(6.0,) * 4, link_gb_s=0.8, seed=2),
     "cpu-bound": PipelineProfile(compute_ms=(3.0,) * 4, process_ms=5.0, sched_ms=2.0, seed=3),
+    "empty slots": PipelineProfile(compute_ms=(6.0, 6.0, 9.0), idle_ms=12.0, seed=4),
     "old layout": PipelineProfile(compute_ms=(6.0, 9.0, 6.0), shape="kineto-2023", jitter=0.1),
 }
 

@@ -89,3 +89,11 @@ def test_without_traces_the_rules_keep_their_other_evidence(base: Path) -> None:
     assert ctx.stage_account is None
     f = stage_imbalance(ctx)
     assert f is None or "(profiled)" not in f.title
+
+
+def test_a_slow_stage_that_waits_for_work_costs_nothing_yet(base: Path, tmp_path: Path) -> None:
+    waiting = PipelineProfile(compute_ms=(8.0,) * 7 + (13.0,), idle_ms=20.0, steps=16)
+    run, _ = _with_profile(base, tmp_path, waiting)
+    f = stage_imbalance(RunAnalysis(run))
+    assert f is not None and f.basis == "measured" and f.severity == "info"
+    assert f.impact == 0.0 and "recovers nothing at this load" in f.summary

@@ -156,7 +156,12 @@ def profiled_imbalance(
             f"{summary.slowest_compute_ms:.2f} ms per loop iteration in its kernels against a "
             f"mean of {summary.mean_compute_ms:.2f} ms over {summary.stages} stages (iterations "
             f"of {summary.step_ms:.2f} ms; it waited {waited:.2f} ms per iteration to receive). "
-            f"Balancing the stages' kernel time recovers {sized.words()}."
+            + (
+                f"Balancing the stages' kernel time recovers {sized.words()}."
+                if central > 0
+                else "It waits to receive longer than its excess: it does not set the pace "
+                "(the pipeline is not full), so a new split recovers nothing at this load yet."
+            )
         ),
         evidence=_evidence(rows),
         remedy=remedy + "; profile again after moving layers.",

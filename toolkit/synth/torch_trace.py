@@ -54,6 +54,7 @@ class PipelineProfile:
     process_ms: float = 0.8  # CPU: process_batch_result, GPU idle
     wait_ms: tuple[float, ...] = (0.0, 0.4, 0.2)
     steps: int = 12
+    idle_ms: float = 0.0  # more receive wait per iteration on every stage (empty slots)
     jitter: float = 0.0  # each iteration's kernels vary by up to ± this share (seeded)
     seed: int = 0
     shape: str = "kineto-2.5"  # or "kineto-2023"
@@ -87,7 +88,7 @@ class PipelineProfile:
     @property
     def tick_ms(self) -> float:
         """The iteration length: the slowest stage's own time plus a minimal receive."""
-        return max(self.busy_ms(k) for k in range(self.pp)) + 0.05
+        return max(self.busy_ms(k) for k in range(self.pp)) + 0.05 + self.idle_ms
 
 
 def write_pp_profile(
