@@ -147,6 +147,11 @@ def test_a_run_lists_unreadable_and_cut_traces(tmp_path: Path) -> None:
     bad.write_text(HAND.read_text().replace('"ts": 6021014470.125', '"ts": @', 1))
     loaded = load_run(run)
     assert loaded.profile is not None and len(loaded.profile.traces) == 2
+    kept = set(loaded.profile.traces[0].events["cat"])  # what the loop account reads, only
+    assert kept == {"user_annotation", "kernel", "cuda_runtime", "ac2g"}
+    assert (
+        loaded.profile.traces[0].skipped["X/cpu_op"] == 4 + 1
+    )  # one per iteration, and the cut one
     notes = [m for m in loaded.mismatches if m["input"] == "profiler trace"]
     assert [m["files"] for m in notes] == [bad.name]
     assert "not used" in notes[0]["detail"] and ":" in notes[0]["detail"]

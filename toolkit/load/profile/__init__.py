@@ -15,9 +15,18 @@ import polars as pl
 
 from toolkit.errors import ToolkitError
 from toolkit.load import compression
-from toolkit.load.profile.trace import ProfileTrace, load_profile_trace, rank_tags, trace_problem
+from toolkit.load.profile.trace import (
+    KEPT_CATEGORIES,
+    LOOP_CATEGORIES,
+    ProfileTrace,
+    load_profile_trace,
+    rank_tags,
+    trace_problem,
+)
 
 __all__ = [
+    "KEPT_CATEGORIES",
+    "LOOP_CATEGORIES",
     "PROFILE_DIR",
     "TORCH_TRACE",
     "Profile",
@@ -109,12 +118,15 @@ class Profile:
         )
 
 
-def load_profile(paths: list[Path], root: Path) -> Profile:
-    """Every trace of ``paths``; those that fail to read go to ``problems``."""
+def load_profile(
+    paths: list[Path], root: Path, categories: frozenset[str] = KEPT_CATEGORIES
+) -> Profile:
+    """Every trace of ``paths`` (its events of ``categories``: ``load_profile_trace``); those
+    that fail to read go to ``problems``."""
     profile = Profile()
     for path in sorted(paths):
         try:
-            trace = load_profile_trace(path)
+            trace = load_profile_trace(path, categories)
         except ToolkitError as e:
             profile.problems.append((path.name, trace_problem(e)))
             continue

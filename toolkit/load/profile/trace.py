@@ -22,7 +22,7 @@ from toolkit.errors import ParseError, ToolkitError
 from toolkit.load.profile.scan import Scanner
 from toolkit.schema.profile import EVENTS
 
-__all__ = ["KEPT_CATEGORIES", "ProfileTrace", "load_profile_trace", "rank_tags"]
+__all__ = ["KEPT_CATEGORIES", "LOOP_CATEGORIES", "ProfileTrace", "load_profile_trace", "rank_tags"]
 
 KEPT_CATEGORIES: frozenset[str] = frozenset(
     {
@@ -36,6 +36,12 @@ KEPT_CATEGORIES: frozenset[str] = frozenset(
     }
 )
 """Categories of complete (``X``) events kept whole."""
+LOOP_CATEGORIES: frozenset[str] = frozenset(
+    {"user_annotation", "kernel", "gpu_memcpy", "gpu_memset"}
+)
+"""What a per-stage account of the scheduler loop reads (with the runtime calls kept): a
+run's traces keep only these, so operators and Python frames (SGLang profiles ``with_stack``,
+most of a trace's events) cost no memory."""
 _RUNTIME = ("cudaGraphLaunch", "cudaStreamSynchronize", "cudaEventSynchronize")
 """CUDA runtime/driver calls kept (by name prefix): graph launches and host waits."""
 _BATCH = 1 << 16
@@ -97,8 +103,11 @@ def rank_tags(name: str) -> dict[str, int]:
     return {k: int(v) for k, v in _TAG.findall(name)}
 
 
-def load_profile_trace(path: str | Path) -> ProfileTrace:
-    """Read one trace in bounded memory: typed events kept in polars batches.
+def load_profile_trace(
+    path: str | Path, categories: frozenset[str] = KEPT_CATEGORIES
+) -> ProfileTrace:
+    """Read one trace in bounded memory: typed events kept in polars batches; complete events
+    of ``categories`` (and graph launches and host waits of the CUDA runtime) and flows.
 
     Raises
     ------
@@ -109,7 +118,7 @@ def load_profile_trace(path: str | Path) -> ProfileTrace:
     path = Path(path)
     scanner = Scanner(path)
     trace = ProfileTrace(path, pl.DataFrame(schema=EVENTS), tags=rank_tags(path.name))
-    rows = _Rows()
+    rows = _Rows(categories)
     frames: list[pl.DataFrame] = []
     seen_events = False
     for kind, key, value in scanner.items():
@@ -181,7 +190,8 @@ def _text(value: Any) -> str | None:
 class _Rows:
     """Column lists of kept events, turned into a typed frame every ``_BATCH`` rows."""
 
-    def __init__(self) -> None:
+    def __init__(self, categories: frozenset[str]) -> None:
+        self.categories = categories
         self.cols: dict[str, list[Any]] = {name: [] for name in EVENTS}
 
     @property
@@ -192,7 +202,7 @@ class _Rows:
         """Keep event ``e``; else the ``ph/cat`` it is counted under."""
         ph, cat, name = e.get("ph"), e.get("cat"), e.get("name")
         if ph == "X":
-            kept = cat in KEPT_CATEGORIES or (
+            kept = cat in self.categories or (
                 cat in ("cuda_runtime", "cuda_driver")
                 and isinstance(name, str)
                 and name.startswith(_RUNTIME)
