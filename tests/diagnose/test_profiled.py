@@ -71,6 +71,10 @@ def test_a_slow_link_is_no_imbalance_but_the_residuals_transfer(base: Path, tmp_
     f = unexplained_slowdown(ctx)
     assert f is not None and f.basis == "measured" and "mostly transfer" in f.title
     assert "put stage 3" in f.summary and "link" in f.remedy
+    mb = SLOW_LINK.proxy_bytes / 1e6  # the bytes measured against the link's plausible speed
+    assert f"carry {mb:.2f} MB per iteration: {SLOW_LINK.transfer_ms_of(3):.2f} ms measured" in (
+        f.summary
+    )
     assert f.impact_range[1] - f.impact_range[0] < 0.05
 
 

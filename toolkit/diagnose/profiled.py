@@ -191,7 +191,7 @@ def profiled_residual(ctx: RunAnalysis) -> Finding | None:
         reverse=True,
     )
     named = "; ".join(f"{name} {s:.0%} ({what})" for s, name, what in parts if s >= 0.005)
-    kernels = _kernel_excess(ctx, index, summary, slow)
+    kernels = _kernel_excess(ctx, index, summary, slow) + _link_words(ctx, slow)
     step = summary.step_ms
     return Finding(
         id="unexplained-slowdown",
@@ -231,6 +231,25 @@ def _kernel_excess(
         f" Its kernels take {measured:.2f} ms per micro-batch against the serving model's "
         f"{model_ms:.2f} ms ({measured / model_ms:.2f}×: kernels slower than the model when "
         "well above 1)."
+    )
+
+
+def _link_words(ctx: RunAnalysis, pace: pl.DataFrame) -> str:
+    """The pace-setting stage's measured transfers against the bytes they carry over the
+    link's plausible bandwidth (the serving model's, its source named): a slow link shows as
+    measured time far above it."""
+    sent = pace["comm_bytes"].drop_nulls()
+    if ctx.params is None or not sent.len() or not math.isfinite(ctx.params.hardware.p2p_bytes_s):
+        return ""
+    bandwidth = ctx.params.hardware.p2p_bytes_s
+    source = ctx.fit.sources.get("p2p_bytes_s") if ctx.fit is not None else None
+    source = source or f"assumed for {ctx.machine.interconnect or 'pcie'}"
+    per_step = float(sent.mean() or 0.0)
+    modelled = per_step / bandwidth * 1e3
+    measured = float(pace["transfer_ms"].mean() or 0.0)
+    return (
+        f" Its sends carry {per_step / 1e6:.2f} MB per iteration: {measured:.2f} ms measured, "
+        f"{modelled:.2f} ms at {bandwidth / 1e9:.0f} GB/s (modelled; {source})."
     )
 
 
