@@ -2,14 +2,13 @@
 ``unexplained-slowdown`` and ``gpu-idle-bubbles`` take their numbers from them where a
 profile holds every stage (``analyze.stage_account``), with basis ``measured``.
 
-Each loop iteration is one micro-batch turn, and in a pipeline that runs at the pace of its
-pace-setting stage (the one that waits least to receive), that stage's iteration is its work
-(kernels and transfers) plus what it spends
-outside them: waiting in SendRecv kernels, GPU idle while the CPU loop schedules and processes
-results, GPU idle while it blocks in a receive. Removing a part shortens the iteration by it,
-so a part's share of the iteration is the throughput its remedy recovers (``1 − now/after``
-with ``after`` the iteration without it); the range is the part's spread over the profiled
-iterations (its standard error, twice).
+Each loop iteration is one micro-batch turn. The pipeline runs at the pace of the stage that
+waits least to receive; that stage's iteration is its work (kernels and transfers) plus what it
+spends outside them: waiting in SendRecv kernels, GPU idle while the CPU loop schedules and
+processes results, GPU idle while it blocks in a receive. Removing a part shortens the
+iteration by it, so a part's share of the iteration is the throughput its remedy recovers
+(``1 − now/after`` with ``after`` the iteration without it); the range is the part's spread
+over the profiled iterations (its standard error, twice).
 """
 
 from __future__ import annotations
@@ -28,8 +27,14 @@ from toolkit.diagnose.thresholds import IMBALANCE, MIN_UNEXPLAINED
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["PARTS", "has_profile", "profiled", "profiled_bubbles", "profiled_imbalance"]
-__all__ += ["profiled_residual"]
+__all__ = [
+    "PARTS",
+    "has_profile",
+    "profiled",
+    "profiled_bubbles",
+    "profiled_imbalance",
+    "profiled_residual",
+]
 
 PARTS: dict[str, tuple[str, str]] = {
     "transfer_ms": ("transfer", "moving proxy tensors between stages (SendRecv transfer)"),
