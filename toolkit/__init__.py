@@ -9,6 +9,9 @@ The facade reads like a table of contents:
 - ``load_metrics``: SGLang's Prometheus ``/metrics`` (capture snapshots, ``query_range``) →
   ``samples``; ``stage_wait_share`` each PP stage's measured busy/idle/wait shares per phase
 - ``load_run``: a run directory (server log, results, traces, ``run.toml``) as one object
+- ``load_profile_trace``, ``load_profile``: PyTorch profiler traces per rank (SGLang
+  ``/start_profile``); ``stage_account``, ``stage_summary``: where each PP stage's loop
+  iterations go (kernels, transfers, waits, CPU), and the slowest stage, bubble and transfer shares
 - ``load_server_requests``: the server's per-request records (metrics export, JSON request log);
   ``request_breakdown``: server-side TTFT split into queueing and prefill, per phase
 - ``capture``: record a run directory from a live SGLang server; ``load_phase_marks`` its phases
@@ -63,6 +66,8 @@ _HOMES: dict[str, str] = {
     "knee": "toolkit.analyze.scaling",
     "scaling_gap": "toolkit.analyze.scaling",
     "scaling_table": "toolkit.analyze.scaling",
+    "stage_account": "toolkit.analyze.stage_account",
+    "stage_summary": "toolkit.analyze.stage_account",
     "stage_wait_share": "toolkit.analyze.stage_wait",
     "stage_busy": "toolkit.analyze.stages",
     "stage_cadence": "toolkit.analyze.stages",
@@ -92,6 +97,8 @@ _HOMES: dict[str, str] = {
     "load_phase_marks": "toolkit.load.phase_marks",
     "Metrics": "toolkit.load.prometheus",
     "load_metrics": "toolkit.load.prometheus",
+    "load_profile": "toolkit.load.profile",
+    "load_profile_trace": "toolkit.load.profile",
     "load_server_requests": "toolkit.load.requests",
     "Run": "toolkit.load.run",
     "load_run": "toolkit.load.run",

@@ -34,8 +34,10 @@ from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.partition import stage_memory, uneven_partition
 from toolkit.analyze.phases import decode_phases
 from toolkit.analyze.serving import ServingModel, model_groups
+from toolkit.analyze.stage_account import profile_phase, stage_account
 from toolkit.analyze.stages import LOG_INTERVAL, stage_desync, stage_timeline
 from toolkit.errors import ToolkitError
+from toolkit.load.profile import Profile
 from toolkit.load.run import Run, load_run
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 
@@ -220,6 +222,23 @@ class RunAnalysis(LaunchViews, ServingModel, RunEvidence):
         if self.launch is not None and lines.height:
             lines = lines.filter(pl.col("ts") >= self.launch.ts)
         return retractions(lines)
+
+    @property
+    def profile(self) -> Profile | None:
+        """The run's PyTorch profiler traces (``Run.profile``), or None."""
+        return self.run.profile
+
+    @cached_property
+    def stage_account(self) -> pl.DataFrame | None:
+        """Per stage and loop iteration, where the time of the run's profiler traces goes
+        (``stage_account``; transfers measured); None without a readable trace."""
+        profile = self.profile
+        account = stage_account(profile) if profile is not None and profile.traces else None
+        return account if account is not None and account.height else None
+
+    def profile_phase(self, name: str | None) -> int | None:
+        """The phase a profile folder was taken in (``profile_phase``), or None."""
+        return profile_phase(name, self.phases)
 
     @cached_property
     def kv(self) -> pl.DataFrame:

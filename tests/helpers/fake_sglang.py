@@ -51,6 +51,7 @@ class FakeSGLang:
         self.log_every = log_every
         self.log_offset = timedelta(seconds=log_offset_s)
         self.requests_served = 0
+        self.profiles: list[dict[str, Any]] = []  # /start_profile requests, as sent
         self.generated = 0
         self._waiting: list[_Request] = []
         self._running: list[_Request] = []
@@ -147,6 +148,21 @@ class FakeSGLang:
         request.done.wait(timeout=60)
         return request.made
 
+    def start_profile(self, payload: dict[str, Any]) -> None:
+        """Profile ``num_steps`` steps like SGLang: after them, write a trace into
+        ``output_dir`` (one stage: the fake is TP1, PP1)."""
+        from toolkit.synth.torch_trace import PipelineProfile, write_pp_profile
+
+        self.profiles.append(payload)
+        steps = int(payload.get("num_steps") or 5)
+        spec = PipelineProfile(compute_ms=(self.step_s * 600,), steps=steps)
+
+        def write() -> None:
+            time.sleep(steps * self.step_s)
+            write_pp_profile(Path(payload["output_dir"]), spec, profile_id=f"{time.time():.3f}")
+
+        threading.Thread(target=write, daemon=True).start()
+
     # ------------------------------------------------------------------ scheduler
     def _schedule(self) -> None:
         step = 0
@@ -226,6 +242,10 @@ class FakeSGLang:
                     payload = json.loads(self.rfile.read(length) or b"{}")
                 except ValueError:
                     payload = {}
+                if self.path == "/start_profile":
+                    fake.start_profile(payload)
+                    self._send(200, b"Start profiling.", "text/plain")
+                    return
                 if self.path == "/v1/completions":
                     prompt = str(payload.get("prompt", ""))
                     limit = int(payload.get("max_tokens") or 16)

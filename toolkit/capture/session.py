@@ -20,6 +20,7 @@ from toolkit.capture.clock import now
 from toolkit.capture.gpu import GpuSampler, gpu_tool, record_inventory, start_sampler
 from toolkit.capture.metrics import MetricsPoller, ServerInfo
 from toolkit.capture.processes import Children
+from toolkit.capture.profile import FIRST_WAIT_S, profile_folder, profiling
 from toolkit.capture.sources import LogSource, follow_log
 from toolkit.capture.sweep import (
     Phase,
@@ -57,6 +58,7 @@ class CaptureOptions:
     num_prompts: int | None = None
     label: str | None = None
     pause_s: float = 5.0
+    profile_steps: int | None = None  # a torch profile of this many steps in each phase
 
 
 @dataclass
@@ -153,6 +155,7 @@ def _sweep(
     say: Callable[[str], None],
 ) -> None:
     total = len(options.concurrency)
+    spent = 2 * FIRST_WAIT_S  # the first phase of a server without /metrics: profile then
     for i, c in enumerate(options.concurrency):
         if i and options.pause_s > 0:
             time.sleep(options.pause_s)  # an idle stretch between phases, in every trace
@@ -170,7 +173,11 @@ def _sweep(
         info.record(i, "before")
         say(f"phase {i + 1}/{total}: concurrency {c}, {n} requests …")
         started = time.monotonic()
-        run_phase(phase, run_dir, children)
+        folder = profile_folder(run_dir, i, c)
+        with profiling(
+            url, folder, options.profile_steps, half=n // 2, fallback_s=spent / 2, say=say
+        ):
+            run_phase(phase, run_dir, children)
         info.record(i, "after")
         spent = time.monotonic() - started
         if phase.exit_code != 0:

@@ -27,6 +27,7 @@ examples:
   ppscope capture -o runs/pp8 --server http://localhost:30000 --docker sglang --concurrency 1,8,32
   ppscope capture -o runs/pp8 --server http://localhost:30000 --kubectl sglang-0 -q
   ppscope capture -o runs/pp8 --server http://localhost:30000 --bench-cmd ./bench.sh
+  ppscope capture -o runs/pp8 --server http://localhost:30000 --log server.log --profile 20
 """
 DEFAULT_CONCURRENCY = "1,4,16,64"
 
@@ -64,6 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--bench-args", metavar="ARGS",
         help='more arguments for each phase\'s benchmark ("--random-input-len 1024")',
     )  # fmt: skip
+    parser.add_argument(
+        "--profile", type=_positive, metavar="STEPS",
+        help="ask the server (POST /start_profile) for a PyTorch profile of STEPS steps in the "
+        "middle of each phase, into RUN_DIR/profile/phase-<i>-c<concurrency>",
+    )  # fmt: skip
     parser.add_argument("--label", help="the run's label in run.toml (default from /server_info)")
     parser.add_argument(
         "--pause", type=_seconds, default=5.0, metavar="SECONDS",
@@ -95,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         num_prompts=args.num_prompts,
         label=args.label,
         pause_s=args.pause,
+        profile_steps=args.profile,
     )
 
     def say(line: str) -> None:

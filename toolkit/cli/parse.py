@@ -29,6 +29,7 @@ from toolkit.load.bench.results import summarize_bench_file
 from toolkit.load.gpu import FORMATS as GPU_FORMATS
 from toolkit.load.gpu.trace import summarize_gpu_file
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
+from toolkit.load.profile import TORCH_TRACE, summarize_trace
 from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
 from toolkit.load.prometheus import summarize_metrics
 from toolkit.load.requests import REQUESTS_FORMAT, load_server_requests
@@ -239,6 +240,8 @@ def summarize(
         ]
     if fmt in METRICS_FORMATS:
         return [summarize_metrics(path, strict=strict)]
+    if fmt == TORCH_TRACE:
+        return [summarize_trace(path)]
     if fmt in GPU_FORMATS:
         config = read_run_config(path.parent)
         fields = gpu_fields or config.gpu_trace_fields
@@ -273,6 +276,13 @@ def describe(f: dict[str, Any]) -> str:
         layouts = ", ".join(f["layouts"]) or "-"
         return f"{f['path']}  [{f['format']}]\n  {f['runs']} benchmark runs; layouts: {layouts}"
     lines = [f"{f['path']}  [{f['format']}]"]
+    if f["format"] == TORCH_TRACE:
+        stage = f"stage {f['pp']}" if f["pp"] is not None else f"rank {f['rank']}"
+        cut = f"; {f['cut']}" if f["cut"] else ""
+        lines.append(
+            f"  {stage}: {f['events']} events, {f['kept']} kept, {f['kernels']} kernels{cut}"
+        )
+        return "\n".join(lines)
     if "lines" not in f:
         lines.append("  not recognized: no loader reads this format")
         return "\n".join(lines)

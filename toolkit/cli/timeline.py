@@ -4,7 +4,9 @@ Each run becomes its own group of processes (a track per pipeline stage, counter
 queue, KV usage, gen throughput and each GPU's busy %), all on one clock. When the run has
 SGLang ``/metrics`` per stage, an ``SGLang /metrics`` process holds a counter per stage and
 measure (GPU busy, scheduler idle, each scheduler stage) and ``otherData.stage_wait_share`` holds
-``stage_wait_share``'s rows.
+``stage_wait_share``'s rows. A run's profiler traces add a group per stage (``PPk profile``: the
+loop's ranges and each GPU stream's kernels) on the log's clock, and ``otherData.profile`` says
+how each trace was placed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from toolkit.cli.runs import load_analyses
 from toolkit.diagnose.measured_stages import run_metrics, stage_shares
 from toolkit.errors import ToolkitError
 from toolkit.export.perfetto import chrome_trace, merge_chrome_traces, write_chrome_trace
+from toolkit.export.profile_tracks import profile_tracks
 from toolkit.run_analysis import RunAnalysis
 
 __all__ = ["run_trace"]
@@ -66,6 +69,10 @@ def run_trace(ctx: RunAnalysis) -> dict[str, Any]:
         timeline, gpu=gpu, label=ctx.label, log_interval=ctx.log_interval, stages=stages
     )
     trace["otherData"]["stages"] = timeline.select("dp", "pp").unique().height
+    profiled, placed = profile_tracks(ctx)
+    if placed:  # the stages' profiler traces, on the log's clock
+        trace["traceEvents"] += profiled
+        trace["otherData"]["profile"] = placed
     shares = stage_shares(ctx)
     if shares.height:  # what SGLang's /metrics measured per stage and phase
         trace["otherData"]["stage_wait_share"] = shares.to_dicts()

@@ -23,6 +23,7 @@ from toolkit.analyze.model import StageClock, layer_partition
 from toolkit.analyze.model.ranges import plausible_hop
 from toolkit.diagnose.finding import Finding
 from toolkit.diagnose.noise import model_range
+from toolkit.diagnose.profiled import has_profile, profiled_imbalance
 from toolkit.diagnose.sizing import Sizing, spread
 from toolkit.diagnose.slots import SLOT_TOLERANCE, certain_busy, load_of_row, measured_round
 from toolkit.diagnose.thresholds import IMBALANCE, MIN_NOISE
@@ -46,6 +47,8 @@ def stage_imbalance(ctx: RunAnalysis) -> Finding | None:
     """One stage is busier than the others: with a full pipeline it sets the pace."""
     if ctx.pp < 2:
         return None
+    if has_profile(ctx):  # the traces measure each stage's work: they decide
+        return profiled_imbalance(ctx, lambda works: _profiled_split(ctx, works))
     full = _filled(ctx)
     busy = _busy_when_full(ctx, [r["phase"] for r in full]) if full else None
     if busy is None:
@@ -215,6 +218,21 @@ def _measured_split(
     if max(low, high) <= 0:
         return None
     return tuple(split), max(0.0, min(low, high)), max(low, high)
+
+
+def _profiled_split(ctx: RunAnalysis, works: dict[int, float]) -> tuple[int, ...] | None:
+    """The layer split the stages' profiled work per iteration calls for (each stage's work
+    moving with its layers), or None without the layer counts or a better split."""
+    layers = ctx.params.model.layers if ctx.params is not None else None
+    if layers is None or sorted(works) != list(range(ctx.pp)):
+        return None
+    try:
+        now = layer_partition(layers, ctx.pp, ctx.layout.layer_partition)
+    except ToolkitError:
+        return None
+    rates = [works[k] / n for k, n in enumerate(now)]
+    split = _greedy(list(now), rates, [0.0] * ctx.pp)
+    return tuple(split) if tuple(split) != tuple(now) else None
 
 
 def _greedy(counts: list[int], rates: list[float], fixed: list[float]) -> list[int]:

@@ -38,7 +38,12 @@ def _has_graph_flag(ctx: RunAnalysis) -> bool:
 
 
 def _has_stage_times(ctx: RunAnalysis) -> bool:
-    return ctx.gpu_samples is not None or bool(ctx.busy.height) or ctx.model.known
+    return _has_gpu_time(ctx) or bool(ctx.busy.height) or ctx.model.known
+
+
+def _has_gpu_time(ctx: RunAnalysis) -> bool:
+    """A GPU trace, or profiler traces of the stages (they measure idle time too)."""
+    return ctx.gpu_samples is not None or ctx.stage_account is not None
 
 
 INPUTS: dict[str, Input] = {
@@ -77,9 +82,10 @@ INPUTS: dict[str, Input] = {
         ),
         Input(
             "GPU trace",
-            lambda ctx: ctx.gpu_samples is not None,
+            _has_gpu_time,
             "record `nvidia-smi --query-gpu=timestamp,index,utilization.gpu,power.draw "
-            "--format=csv -lms 100` (or dcgmi dmon) while the benchmark runs",
+            "--format=csv -lms 100` (or dcgmi dmon) while the benchmark runs, or profile the "
+            "stages (ppscope capture --profile STEPS)",
             lambda ctx: ctx.clock_problem("GPU trace"),
         ),
         Input(

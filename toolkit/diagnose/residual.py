@@ -39,6 +39,7 @@ from toolkit.analyze.model import Layout, Params, StageClock, Workload, predict
 from toolkit.diagnose.cudagraph import eager_cost_in, eager_effect
 from toolkit.diagnose.finding import Finding
 from toolkit.diagnose.noise import busy_noise, model_band
+from toolkit.diagnose.profiled import has_profile, profiled_residual
 from toolkit.diagnose.sizing import spread
 from toolkit.diagnose.slots import certain_busy, full_pipeline_idle, judged, measured_round
 from toolkit.diagnose.thresholds import HEALTHY_IDLE, MIN_NOISE, MIN_UNEXPLAINED
@@ -81,6 +82,8 @@ def _busiest(ctx: RunAnalysis) -> dict[str, Any] | None:
 
 def unexplained_slowdown(ctx: RunAnalysis) -> Finding | None:
     """The measured round exceeds what the layout and the named causes account for."""
+    if has_profile(ctx):  # the traces name the parts of the round: they decide
+        return profiled_residual(ctx)
     found = [_single_stream(ctx)]
     r = _busiest(ctx)
     measured = measured_round(ctx, r) if r is not None else None

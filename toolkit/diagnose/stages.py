@@ -17,6 +17,7 @@ from toolkit.analyze.model import Params, Workload, predict
 from toolkit.analyze.stages import desync_share
 from toolkit.diagnose.finding import Finding
 from toolkit.diagnose.noise import model_range
+from toolkit.diagnose.profiled import has_profile, profiled_bubbles
 from toolkit.diagnose.sizing import spread
 from toolkit.diagnose.slots import SLOT_TOLERANCE, certain_busy
 from toolkit.diagnose.thresholds import IDLE, MIN_BUSY_SAMPLES, UNEXPLAINED_IDLE
@@ -107,6 +108,8 @@ def gpu_idle_bubbles(ctx: RunAnalysis) -> Finding | None:
     time (the cost is that finding's); idle time beyond the occupancy that no finding explains
     is sized here.
     """
+    if has_profile(ctx):  # the traces measure every stage's idle and waits: they decide
+        return profiled_bubbles(ctx)
     rows = _phase_idle(ctx)
     idle = [r for r in rows if r["idle"] >= IDLE]
     if not idle:

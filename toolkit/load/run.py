@@ -43,6 +43,7 @@ from toolkit.load.gpu.trace import (
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
 from toolkit.load.placement import placement_problems
+from toolkit.load.profile import LOOP_CATEGORIES, TORCH_TRACE, Profile, load_profile
 from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
 from toolkit.load.prometheus import TEXT as METRICS_TEXT
 from toolkit.load.prometheus import Metrics, load_metrics
@@ -97,6 +98,13 @@ class Run:
             clock_offset_s=self.config.clock_offset_s,
             cache=self.cache,
         )
+
+    @cached_property
+    def profile(self) -> Profile | None:
+        """The PyTorch profiler traces of the run (``profile/<phase>/`` or anywhere), their
+        loop ranges and GPU activity (``LOOP_CATEGORIES``), or None."""
+        paths = self.files.get(TORCH_TRACE, [])
+        return load_profile(paths, self.path, LOOP_CATEGORIES) if paths else None
 
     @cached_property
     def compute_apps(self) -> pl.DataFrame | None:
@@ -364,6 +372,7 @@ class Run:
                 }
             )
         out += placement_problems(self)
+        out += self.profile.notes() if self.profile is not None else []
         trace, span = self.gpu_span, self.launch_span
         if trace is not None and span is not None and overlap_s(trace, span) <= 0:
             out.append(

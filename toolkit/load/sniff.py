@@ -12,6 +12,7 @@ from toolkit.load.bench.format import EMBEDDED
 from toolkit.load.gpu import sniff_gpu_format
 from toolkit.load.inputs import check_input
 from toolkit.load.phase_marks import PHASE_FORMAT, is_phase_file
+from toolkit.load.profile import TORCH_TRACE, is_torch_trace
 from toolkit.load.prometheus import sniff_metrics_format
 from toolkit.load.requests.export import REQUESTS_FORMAT, is_request_file
 from toolkit.load.server_info import SERVER_INFO_FORMAT, is_server_info
@@ -33,8 +34,9 @@ _HF_KEYS = ("num_hidden_layers", "hidden_size", "architectures", "model_type")
 
 def sniff(path: Path) -> str | None:
     """The format name of a file (``sglang-log``, a GPU, benchmark or metrics format,
-    ``hf-config``, ``ppscope-phases``, ``server-info``, ``sglang-requests``), or None; a
-    dataset directory written by ``ppscope ingest`` is ``sglang-dataset``.
+    ``hf-config``, ``torch-profiler-trace``, ``ppscope-phases``, ``server-info``,
+    ``sglang-requests``), or None; a dataset directory written by ``ppscope ingest`` is
+    ``sglang-dataset``.
 
     Raises
     ------
@@ -46,6 +48,8 @@ def sniff(path: Path) -> str | None:
     check_input(path)
     if is_hf_config(path):
         return HF_CONFIG
+    if is_torch_trace(path):
+        return TORCH_TRACE  # a PyTorch profiler trace: JSON, but no result or metrics
     if is_phase_file(path):
         return PHASE_FORMAT  # before the benchmark formats: its lines are JSON objects too
     if is_server_info(path):

@@ -26,6 +26,7 @@ from toolkit.report.sections.parts import MAX_POINTS, gpu_labels, pick_run
 from toolkit.report.sections.requests import request_split
 from toolkit.report.sections.scaling import efficiency, frontier_view, latency, scaling
 from toolkit.report.sections.setup import setup
+from toolkit.report.sections.stage_round import stage_rounds
 from toolkit.report.sections.summary import summary
 from toolkit.report.sections.text import glossary, log_excerpts, provenance_view
 from toolkit.report.sections.timeline import stage_timeline, stage_timelines, timeline_extent
@@ -59,6 +60,7 @@ __all__ = [
     "resolve_run_dir",
     "scaling",
     "setup",
+    "stage_rounds",
     "stage_timeline",
     "stage_timelines",
     "summary",
