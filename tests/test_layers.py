@@ -30,7 +30,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "synth": frozenset({"_version", "errors", "schema", "load", "analyze"}),
     "run_analysis": frozenset({"errors", "schema", "load", "analyze"}),
     "diagnose": frozenset({"errors", "schema", "load", "analyze", "run_analysis"}),
-    "export": frozenset({"errors", "schema"}),  # Perfetto traces of the stage timeline
+    # Perfetto traces of the stage timeline and of the stages' profiler traces
+    "export": frozenset({"errors", "schema", "load", "analyze", "run_analysis"}),
     "chart": frozenset({"errors", "schema"}),  # draws frames it is given; computes nothing
     "report": frozenset(
         {"_version", "errors", "schema", "load", "analyze", "synth", "run_analysis"}
@@ -192,7 +193,7 @@ def test_an_upward_import_is_caught(planted: str) -> None:
     [
         (("chart", "scaling.py"), "from toolkit.analyze.scaling import scaling_table\n"),
         (("chart", "scaling.py"), "from toolkit.load.run import load_run\n"),
-        (("export", "perfetto.py"), "from toolkit.analyze.stages import stage_timeline\n"),
+        (("export", "perfetto.py"), "from toolkit.diagnose.finding import Finding\n"),
         (("capture", "session.py"), "from toolkit.analyze.phases import phases\n"),
         (("analyze", "stages.py"), "import altair as alt\n"),
         (("load", "run.py"), "from numba import njit\n"),
