@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(high, medium, low; any case) exists, listing those findings on stderr",
     )  # fmt: skip
     add_output(parser)
-    add_quiet(parser)
+    add_quiet(parser, what="no progress while runs are read and checked")
 
 
 def run(args: argparse.Namespace) -> int:

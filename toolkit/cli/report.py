@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-redact", dest="redact", action="store_false",
         help="keep API keys, tokens and passwords in the report",
     )  # fmt: skip
-    add_quiet(parser)
+    add_quiet(parser, what="no progress while the notebook runs")
 
 
 def run(args: argparse.Namespace) -> int:
