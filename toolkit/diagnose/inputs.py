@@ -61,8 +61,11 @@ INPUTS: dict[str, Input] = {
         ),
         Input(
             "launch settings",
-            lambda ctx: ctx.run.layout.layout_from in ("ServerArgs", "launch command"),
-            "log the server start (the `server_args=` line comes first), or add "
+            lambda ctx: (
+                ctx.run.layout.layout_from in ("ServerArgs", "launch command", "/server_info")
+            ),
+            "log the server start (`ppscope capture --from-start` keeps it: the `server_args=` "
+            "line comes first), record `/server_info` beside the log (capture does), or add "
             '`command = "python -m sglang.launch_server ..."` to run.toml',
         ),
         Input(
