@@ -51,3 +51,24 @@ def test_diagnose_prints_a_line_per_step_outside_a_terminal(
     assert steps[0] == f"diagnose: [1/3] load {NOT_APPLIED}"
     assert steps[1].startswith("diagnose: [2/3] check ")
     assert steps[2].startswith("diagnose: [3/3] ")
+
+
+def test_report_covers_the_readable_runs_and_names_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rendered: list[str] = []
+
+    class _Report:
+        html = tmp_path / "r.html"
+
+    def fake_render(notebook: str, params: dict[str, str], out: Path, **_: object) -> _Report:
+        rendered.append(params["runs"])  # the notebook run itself is tested in tests/report
+        return _Report()
+
+    monkeypatch.setattr("toolkit.report.render.render", fake_render)
+    gone = tmp_path / "gone"
+    out = str(tmp_path / "r.html")
+    assert main(["report", "-q", str(gone), str(NOT_APPLIED), "-o", out]) == PARTLY_FAILED
+    assert rendered == [NOT_APPLIED.as_posix()]
+    assert f"skipped {gone}: no such file or directory" in capsys.readouterr().err
+    assert main(["report", "-q", str(gone), "-o", out]) == 2
