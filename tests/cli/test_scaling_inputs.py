@@ -105,7 +105,7 @@ def test_a_run_that_yields_no_point_is_listed_with_its_fix(
     )
     assert main(["scaling", "-q", str(ok), str(bare)]) == 0
     text = capsys.readouterr().out
-    assert "skipped bare.log" in text and "--concurrency bare.log=N" in text
+    assert "bare.log run 1: no concurrency" in text and "--concurrency bare.log=N" in text
     assert main(["scaling", "-q", str(ok), str(bare), "--concurrency", "bare.log=4"]) == 0
     assert "2 points" in capsys.readouterr().out
 

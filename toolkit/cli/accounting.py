@@ -81,8 +81,13 @@ def account(
     return {"files": files, "skipped": skipped, "rate_driven": rate_driven, "groups": list(groups)}
 
 
+def _short(path: str) -> str:
+    """A file by its folder and name (``pp8/server.log``): enough to tell run directories apart."""
+    return "/".join(Path(path).parts[-2:]) or path
+
+
 def _names(paths: Sequence[str]) -> str:
-    names = [Path(p).name or p for p in paths]
+    names = [_short(p) for p in paths]
     more = len(names) - SHOWN
     return ", ".join(names[:SHOWN]) + (f" and {more} more" if more > 0 else "")
 
@@ -93,7 +98,7 @@ def account_lines(record: dict[str, Any]) -> list[str]:
     rate = record["rate_driven"]
     if rate:
         shown = [
-            f"{Path(r['path']).name}"
+            _short(r["path"])
             + ("" if r["entry"] == 0 else f" run {r['entry'] + 1}")
             + f" at {_rate(r['request_rate'])}: {r['concurrency_observed']:.1f} in flight"
             for r in rate[:SHOWN]
@@ -117,7 +122,7 @@ def account_lines(record: dict[str, Any]) -> list[str]:
     for s in problems[:SHOWN]:
         run = "" if s["entry"] is None else f" run {s['entry'] + 1}"
         fix = f"; give {s['fix']}" if s["fix"] else ""
-        lines.append(f"skipped {Path(s['path']).name}{run}: {s['reason']}{fix}")
+        lines.append(f"skipped {_short(s['path'])}{run}: {s['reason']}{fix}")
     if len(problems) > SHOWN:
         lines.append(f"skipped {len(problems) - SHOWN} more runs (--json lists them)")
     missing = [s["path"] for s in record["skipped"] if s["reason"] == "no such file or directory"]

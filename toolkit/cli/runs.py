@@ -30,6 +30,7 @@ def load_analyses(
     quiet: bool = False,
     progress: Progress | None = None,
     problems: list[str] | None = None,
+    title: str = "",
 ) -> list[RunAnalysis]:
     """One ``RunAnalysis`` per run directory, its log, results and GPU trace parsed now.
 
@@ -46,6 +47,8 @@ def load_analyses(
         When given, a directory that cannot be read (missing, no recognized input) is recorded
         here (``path: reason``) and left out, and the others load; else the error of a
         missing one is raised.
+    title
+        The command's name, heading its progress lines (when ``progress`` is not given).
 
     Raises
     ------
@@ -53,7 +56,7 @@ def load_analyses(
         A directory that cannot be read (without ``problems``), or none that can.
     """
     own = progress is None
-    bar = progress if progress is not None else Progress(len(paths), quiet=quiet)
+    bar = progress if progress is not None else Progress(len(paths), quiet=quiet, title=title)
     out = []
     with bar if own else nullcontext():
         for path in paths:

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     problems: list[str] = []
-    loaded = load_analyses(args.paths, quiet=args.quiet, problems=problems)
+    loaded = load_analyses(args.paths, quiet=args.quiet, problems=problems, title="timeline")
     traces = [run_trace(ctx) for ctx in loaded]
     trace = traces[0] if len(traces) == 1 else merge_chrome_traces(traces)
     write_chrome_trace(args.output, trace)

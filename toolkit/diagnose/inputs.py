@@ -57,7 +57,8 @@ INPUTS: dict[str, Input] = {
         Input(
             "ServerArgs dump",
             lambda ctx: bool(ctx.server_args),
-            "log the server start (the `server_args=` line comes first)",
+            "log the server start (the `server_args=` line comes first; `ppscope capture "
+            "--from-start` keeps it)",
         ),
         Input(
             "launch settings",
