@@ -85,7 +85,9 @@ def run(args: argparse.Namespace) -> int:
     """Each run's observed points against its own model and machine (runs that share both share
     one fit)."""
     problems: list[str] = []
-    analyses = load_analyses(args.paths, quiet=args.quiet, problems=problems, title="model")
+    analyses = load_analyses(
+        args.paths, quiet=args.quiet, problems=problems, title="model", empty_ok=True
+    )
     for ctx in analyses:
         if not ctx.observed.height:
             raise ToolkitError(f"{ctx.run.path}: no benchmark results to compare the model with")

@@ -31,6 +31,7 @@ def load_analyses(
     progress: Progress | None = None,
     problems: list[str] | None = None,
     title: str = "",
+    empty_ok: bool = False,
 ) -> list[RunAnalysis]:
     """One ``RunAnalysis`` per run directory, its log, results and GPU trace parsed now.
 
@@ -49,6 +50,8 @@ def load_analyses(
         missing one is raised.
     title
         The command's name, heading its progress lines (when ``progress`` is not given).
+    empty_ok
+        Keep a directory with no recognized input (the command says what it lacks).
 
     Raises
     ------
@@ -63,7 +66,7 @@ def load_analyses(
             with bar.step(f"load {path}"):
                 try:
                     run = load_run(path, cache=not spooled(path))  # stdin's copy is removed after
-                    if problems is not None and not run.has_inputs:  # not a healthy run
+                    if problems is not None and not (empty_ok or run.has_inputs):
                         raise ToolkitError(
                             f"{path}: no SGLang log, benchmark result or GPU trace found"
                         )
