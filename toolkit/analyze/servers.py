@@ -2,8 +2,9 @@
 
 A layout label alone does not say it: two result files named by nothing share the label
 ``unknown``, and two runs labelled ``TP8`` may have served different models. Runs under one
-label are one server only when what they state of it agrees: the model, the parallel sizes, and
-(for runs that state neither, so that nothing tells them apart) the folder they were read from.
+label are one server only when what they state of it agrees: the model and the parallel sizes
+(a fact one run leaves unstated is no difference), and for runs that state neither, the folder
+they were read from.
 """
 
 from __future__ import annotations
@@ -19,11 +20,26 @@ IDENTITY: tuple[str, ...] = ("model", "tp", "pp", "dp", "ep")
 """Columns of the runs table that name the server a run measured."""
 
 
-def _identity(row: dict[str, Any]) -> tuple[Any, ...]:
-    stated = tuple(row.get(k) for k in IDENTITY)
-    if all(v is None for v in stated):  # nothing names the server: its folder is the best guess
-        return (*stated, str(Path(str(row["source"])).parent))
-    return stated
+def _identity(row: dict[str, Any]) -> dict[str, Any]:
+    """What a run states of its server; for a run that states nothing, its folder."""
+    stated = {k: row[k] for k in IDENTITY if row.get(k) is not None}
+    return stated or {"folder": str(Path(str(row["source"])).parent)}
+
+
+def _servers(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Runs of one label grouped by server: a run joins the first group none of whose known
+    facts it contradicts (an unknown fact is no difference), else starts a new one."""
+    groups: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    for row in rows:
+        facts = _identity(row)
+        for known, members in groups:
+            if all(known.get(k, v) == v for k, v in facts.items()):
+                known.update(facts)
+                members.append(row)
+                break
+        else:
+            groups.append((dict(facts), [row]))
+    return groups
 
 
 def _name(row: dict[str, Any]) -> str:
@@ -53,27 +69,27 @@ def split_servers(runs: pl.DataFrame) -> tuple[pl.DataFrame, list[dict[str, Any]
     rows = runs.to_dicts()
     notes: list[dict[str, Any]] = []
     taken = {str(r["label"]) for r in rows}
-    by_label: dict[str, dict[tuple[Any, ...], list[dict[str, Any]]]] = {}
+    by_label: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        by_label.setdefault(str(row["label"]), {}).setdefault(_identity(row), []).append(row)
-    for label, servers in by_label.items():
+        by_label.setdefault(str(row["label"]), []).append(row)
+    for label, members in by_label.items():
+        servers = _servers(members)
         if len(servers) == 1:
-            (members,) = servers.values()
             files = sorted({str(r["source"]) for r in members})
-            anonymous = all(members[0].get(k) is None for k in IDENTITY)
+            anonymous = all(r.get(k) is None for r in members for k in IDENTITY)
             if len(files) > 1 and anonymous and members[0].get("label_from") is None:
                 notes.append(
                     {"label": label, "labels": [label], "sources": files, "how": "guessed"}
                 )
             continue
         names: list[str] = []
-        for members in servers.values():
-            name = f"{label} ({_name(members[0])})"
+        for _, group in servers:
+            name = f"{label} ({_name(group[0])})"
             while name in taken or name in names:
                 name += "'"
             names.append(name)
-            for row in members:
+            for row in group:
                 row["label"] = name
-        sources = sorted({str(r["source"]) for m in servers.values() for r in m})
+        sources = sorted({str(r["source"]) for r in members})
         notes.append({"label": label, "labels": names, "sources": sources, "how": "split"})
     return pl.DataFrame(rows, schema=runs.schema, orient="row"), notes
