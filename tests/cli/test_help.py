@@ -9,7 +9,7 @@ from toolkit.cli.main import COMMANDS, build_parser, main
 NAMES = [c.NAME for c in COMMANDS]
 TAKES_RUN_DIRS = {"model", "diagnose", "timeline", "report"}  # RUN_DIR... (several)
 NO_JSON = {"timeline", "report", "demo", "capture"}  # they write files of their own format
-WRITES_DIRECTORY = {"capture"}  # -o names a run directory
+WRITES_DIRECTORY = {"capture": "RUN_DIR", "demo": "DIR", "ingest": "DIR"}  # -o names a folder
 
 
 def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -32,7 +32,7 @@ def test_command_help(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert "``" not in text
     examples = text.split("examples:\n", 1)[1]
     assert f"ppscope {name} " in examples
-    metavar = "RUN_DIR" if name in WRITES_DIRECTORY else "FILE"
+    metavar = WRITES_DIRECTORY.get(name, "FILE")
     assert f"-o {metavar}, --output {metavar}" in text
     assert ("--json" in text) == (name not in NO_JSON)
     if name in TAKES_RUN_DIRS:

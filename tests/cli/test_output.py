@@ -37,19 +37,32 @@ class _Tty(io.StringIO):
         return True
 
 
-def test_progress_shows_on_a_terminal_only() -> None:
-    tty, pipe = _Tty(), io.StringIO()
-    for stream in (tty, pipe):
-        with Progress(2, stream=stream) as progress:
-            for name in ("a.log", "b.log"):
-                with progress.step(name):
-                    pass
-    assert "[1/2] a.log" in tty.getvalue() and "[2/2] b.log" in tty.getvalue()
-    assert pipe.getvalue() == ""
-    quiet = _Tty()
-    with Progress(1, stream=quiet, quiet=True) as progress, progress.step("a.log"):
-        pass
-    assert quiet.getvalue() == ""
+def test_progress_is_a_share_with_an_estimate_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [0.0]  # a clock the test moves: each step takes 4 s
+    monkeypatch.setattr("toolkit.cli.output.time.monotonic", lambda: now[0])
+    tty = _Tty()
+    with Progress(5, stream=tty, title="diagnose") as progress:
+        for name in ("pp8", "tp8"):
+            with progress.step(name):
+                now[0] += 4.0
+        assert progress.line() == "diagnose tp8: 40 % · ~12 s left"
+    assert "diagnose pp8: 0 %" in tty.getvalue()
+    assert "diagnose tp8: 20 % · ~16 s left" in tty.getvalue()  # drawn as tp8 started
+
+
+def test_progress_elsewhere_is_a_plain_line_per_step() -> None:
+    pipe = io.StringIO()
+    with Progress(2, stream=pipe, title="parse") as progress:
+        for name in ("a.log", "b.log"):
+            with progress.step(name):
+                pass
+    assert pipe.getvalue().splitlines() == ["parse: [1/2] a.log", "parse: [2/2] b.log"]
+    for stream in (_Tty(), io.StringIO()):
+        with Progress(1, stream=stream, quiet=True) as progress, progress.step("a.log"):
+            pass
+        assert stream.getvalue() == ""
 
 
 def test_output_flag_writes_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

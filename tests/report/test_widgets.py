@@ -90,3 +90,16 @@ def test_widget_layout(runs: views.RunSet) -> None:
     ex = ConfigDiffExplorer(runs)
     box = ex.widget
     assert len(box.children) == 2 and len(box.children[0].children) == 3
+
+
+def test_explorers_take_run_directories(runs: views.RunSet) -> None:
+    paths = [str(p) for p in runs.paths]
+    from_strings = ScalingExplorer(paths)
+    assert from_strings.runs.labels == runs.labels
+    assert from_strings.view.key == "gap"
+    from_paths = ConfigDiffExplorer([run.path for run in runs])
+    assert from_paths.runs.labels == runs.labels
+    from_runs = TimelineExplorer(list(runs))  # loaded Run objects
+    assert from_runs.controls["run"].value == "PP8"
+    assert GpuExplorer(",".join(paths)).runs.labels == runs.labels
+    assert WhatIfExplorer(paths).runs.labels == runs.labels

@@ -27,7 +27,9 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["info", "clear"], help="show, or remove, entries")
+    parser.add_argument(
+        "action", choices=["info", "clear"], help="info: show the entries; clear: remove them"
+    )
     parser.add_argument(
         "paths",
         nargs="*",

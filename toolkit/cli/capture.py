@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pause", type=_seconds, default=5.0, metavar="SECONDS",
         help="idle time between phases (default 5)",
     )  # fmt: skip
-    add_quiet(parser)
+    add_quiet(parser, what="no 'capture:' line on stderr for each step of the capture")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,15 +24,20 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_output(parser, what="the sample runs and the report (a folder, default ppscope-demo)")
-    add_quiet(parser)
+    add_output(
+        parser,
+        what="the sample runs and their report",
+        metavar="DIR",
+        default=Path("ppscope-demo"),
+    )
+    add_quiet(parser, what="no progress while the report renders")
 
 
 def run(args: argparse.Namespace) -> int:
     from toolkit.report.render import CellError, render  # papermill and nbconvert: only here
     from toolkit.synth import INCIDENT_RUNS, sample_root
 
-    out: Path = args.output or Path("ppscope-demo")
+    out: Path = args.output
     if out.exists() and not out.is_dir():
         raise ToolkitError(f"{out}: not a folder")
     source = sample_root()

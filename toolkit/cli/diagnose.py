@@ -10,20 +10,23 @@ support. ``--json`` prints ``{"runs": [{"label",
 server start with its span and how it ended, ``clocks`` the offset applied to each timed input
 and why, findings ordered by severity, then by the share of throughput each remedy recovers.
 ``--format markdown`` prints the same as Markdown for a GitHub issue. ``--fail-on SEVERITY``
-makes the exit code 3 when a finding at or above that severity exists (for CI); 2 stays bad
-input.
+(any case) makes the exit code 3 when a finding at or above that severity exists (for CI), and
+lists those findings on stderr; 2 stays bad input. A run directory among several that cannot
+be read is reported on stderr, the others are diagnosed, and the exit code is 1 (3 when
+``--fail-on`` trips as well).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from toolkit.cli.markdown import findings_markdown
 from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
-from toolkit.cli.output import emit, frame_lines, to_json, wrapped
-from toolkit.cli.runs import load_analyses
+from toolkit.cli.output import Progress, emit, frame_lines, to_json, wrapped
+from toolkit.cli.runs import load_analyses, report_problems
 from toolkit.diagnose import SEVERITIES, Finding, diagnose, skipped_checks
 from toolkit.diagnose.cudagraph import eager_constant
 from toolkit.diagnose.finding import impact_text, promise_lines
@@ -56,23 +59,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="text (default) or markdown, ready to paste into a GitHub issue",
     )  # fmt: skip
     parser.add_argument(
-        "--fail-on", choices=FAIL_ON, metavar="SEVERITY",
+        "--fail-on", type=str.lower, choices=FAIL_ON, metavar="SEVERITY",
         help=f"exit with code {FAILED_CHECK} when a finding at or above SEVERITY "
-        "(high, medium, low) exists",
+        "(high, medium, low; any case) exists, listing those findings on stderr",
     )  # fmt: skip
     add_output(parser)
-    add_quiet(parser)
+    add_quiet(parser, what="no progress while runs are read and checked")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.json and args.format != "text":
         raise ToolkitError(f"--json and --format {args.format}: choose one")
-    contexts = load_analyses(args.paths, quiet=args.quiet)
-    for path, ctx in zip(args.paths, contexts, strict=True):
-        if not ctx.run.has_inputs:  # a wrong directory must not read as a healthy run
-            raise ToolkitError(f"{path}: no SGLang log, benchmark result or GPU trace found")
-    findings = diagnose(contexts)
-    missing = skipped_checks(contexts)
+    problems: list[str] = []
+    steps = 2 * len(args.paths) + 1  # load each run, check each run, list what was skipped
+    with Progress(steps, quiet=args.quiet, title="diagnose") as progress:
+        contexts = load_analyses(args.paths, progress=progress, problems=problems)
+        progress.add(-len(problems))
+        findings = diagnose(contexts, step=progress.step)
+        with progress.step("list the checks the inputs could not support"):
+            missing = skipped_checks(contexts)
     if args.json:
         document = {
             "runs": [_identity(ctx) for ctx in contexts],
@@ -84,7 +89,14 @@ def run(args: argparse.Namespace) -> int:
         emit(findings_markdown(findings, contexts, missing).rstrip(), args.output)
     else:
         emit(findings_text(findings, contexts, missing), args.output)
-    return FAILED_CHECK if args.fail_on and failing(findings, args.fail_on) else 0
+    code = report_problems(problems)
+    tripped = failing(findings, args.fail_on) if args.fail_on else []
+    if tripped:
+        print(f"ppscope: --fail-on {args.fail_on}: {len(tripped)} finding(s)", file=sys.stderr)
+        for f in tripped:
+            print(f"  {f.severity.upper()} {f.id} (run {f.run})", file=sys.stderr)
+        return FAILED_CHECK
+    return code
 
 
 def _identity(ctx: RunAnalysis) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    runs = load_analyses([args.a, args.b], quiet=args.quiet)
+    runs = load_analyses([args.a, args.b], quiet=args.quiet, title="diff")
     for path, ctx in zip((args.a, args.b), runs, strict=True):
         if ctx.launch is None:
             raise ToolkitError(f"{path}: no server launch found (no SGLang log)")

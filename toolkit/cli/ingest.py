@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +34,7 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", type=Path, metavar="LOG", help="SGLang log files")
-    add_output(parser, required=True, what="the dataset (a directory)")
+    add_output(parser, required=True, what="the dataset (a directory)", metavar="DIR")
     parser.add_argument(
         "--dask",
         nargs="?",
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="type files and chunks as Dask tasks: a local cluster, or the scheduler at ADDRESS",
     )
     add_json(parser)
-    add_quiet(parser)
+    add_quiet(parser, what="no line per log file as it is typed")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _say(path: str) -> None:
-    print(f"typing {path} ...", flush=True)
+    print(f"typing {path} ...", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

@@ -51,6 +51,14 @@ examples:
   ppscope report runs/tp8 runs/pp8 -o reports/postmortem.html
 
 'ppscope COMMAND --help' shows a command's options and examples.
+
+exit codes:
+  0    done
+  1    partly done: an input among several could not be read (named on stderr), or a
+       notebook cell or a capture phase failed
+  2    bad input: nothing could be read, or an option is wrong
+  3    diagnose --fail-on: a finding at or above that severity (listed on stderr)
+  130  capture stopped early (Ctrl-C, SIGTERM)
 """
 
 
@@ -78,8 +86,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 done, 1 partly failed, 2 bad input;
-    3 ``diagnose --fail-on`` found a finding that severe; 130 ``capture`` stopped early)."""
+    """Run the command line; returns the exit code (0 done, 1 partly done: an input among
+    several unreadable, a failed notebook cell or capture phase; 2 bad input; 3 ``diagnose
+    --fail-on`` found a finding that severe; 130 ``capture`` stopped early)."""
     words = sys.argv[1:] if argv is None else argv
     named = words[0] if words and words[0] in COMMAND_NAMES else None
     args = build_parser(only=named).parse_args(words)

@@ -4,7 +4,8 @@ Fits the model to the runs' single-stream points, prints expected vs observed fo
 (the residual is what the model leaves unexplained) and, with ``--what-if``, the prediction
 under changed SGLang flags or workload. ``--json`` prints one object:
 ``{"params": {...}, "points": [{"label", "concurrency", "observed_tok_s", "expected_tok_s",
-"residual_pct", "active_slots", "gpu_idle_share"}...]}`` plus ``"what_if"`` when asked.
+"residual_pct", "active_slots", "gpu_idle_share"}...]}`` plus ``"what_if"`` when asked. A run
+directory among several that cannot be read is reported and left out (exit code 1).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from toolkit.analyze.model import (
 )
 from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import aligned, emit, number, to_json
-from toolkit.cli.runs import load_analyses
+from toolkit.cli.runs import load_analyses, report_problems
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import model_groups
 
@@ -83,10 +84,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Each run's observed points against its own model and machine (runs that share both share
     one fit)."""
-    analyses = load_analyses(args.paths, quiet=args.quiet)
-    for path, ctx in zip(args.paths, analyses, strict=True):
+    problems: list[str] = []
+    analyses = load_analyses(
+        args.paths, quiet=args.quiet, problems=problems, title="model", empty_ok=True
+    )
+    for ctx in analyses:
         if not ctx.observed.height:
-            raise ToolkitError(f"{path}: no benchmark results to compare the model with")
+            raise ToolkitError(f"{ctx.run.path}: no benchmark results to compare the model with")
     unknown = [ctx for ctx in analyses if ctx.fit is None]
     groups = [(fitted, pl.concat([c.observed for c in members]))
               for fitted, members in model_groups(analyses)]  # fmt: skip
@@ -100,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown and not args.json:
         text += "\n\n" + "\n".join(f"{c.label}: {c.model.describe()}" for c in unknown)
     emit(text, args.output)
-    return 0
+    return report_problems(problems)
 
 
 def parse_what_if(items: Iterable[str]) -> dict[str, int | None]:

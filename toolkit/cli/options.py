@@ -22,21 +22,28 @@ def add_output(
     required: bool = False,
     what: str = "the output",
     metavar: str = "FILE",
+    default: Path | None = None,
 ) -> None:
+    """``-o/--output``: where the command writes ``what``. Without ``default`` and unless
+    ``required``, the command prints it instead (the help says so)."""
+    printed = "" if required or default is not None else " instead of printing it"
+    into = f" (default {default})" if default is not None else ""
     parser.add_argument(
         "-o",
         "--output",
         type=Path,
         required=required,
+        default=default,
         metavar=metavar,
-        help=f"write {what} to {metavar}" + ("" if required else " instead of printing it"),
+        help=f"write {what} to {metavar}{printed}{into}",
     )
 
 
-def add_quiet(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress line while files are read"
-    )
+def add_quiet(
+    parser: argparse.ArgumentParser, *, what: str = "no progress line while files are read"
+) -> None:
+    """``-q/--quiet``: ``what`` it silences, in the words of the command."""
+    parser.add_argument("-q", "--quiet", action="store_true", help=what)
 
 
 def add_run_dirs(parser: argparse.ArgumentParser, *, minimum: int = 1) -> None:

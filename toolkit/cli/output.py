@@ -154,15 +154,27 @@ def wrapped(text: str, indent: str = "", width: int | None = None) -> list[str]:
 
 
 class Progress:
-    """A one-line progress note on stderr while a long step runs: what, how far, how long.
+    """Progress of a long command on stderr: one line per step, or a live line on a terminal.
 
-    Shown only on a terminal and unless ``quiet``; a background thread refreshes the elapsed
-    time every half second, so a parse that takes a while never sits in silence.
+    On a terminal the line names the step and shows the share of steps done with an estimate
+    of the time left (``diagnose pp8: 40 % · ~12 s left``), redrawn every half second by a
+    background thread so a long step never sits in silence; elsewhere (a CI log, a pipe) each
+    step prints one plain line as it starts. ``quiet`` prints nothing. ``add`` grows the total
+    when a command learns of more steps as it goes.
     """
 
-    def __init__(self, total: int, *, quiet: bool = False, stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        total: int,
+        *,
+        quiet: bool = False,
+        stream: TextIO | None = None,
+        title: str = "",
+    ) -> None:
         self.stream = stream or sys.stderr
         self.total = total
+        self.title = title
+        self.quiet = quiet
         self.shown = not quiet and self.stream.isatty()
         self._label = ""
         self._done = 0
@@ -184,27 +196,46 @@ class Progress:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()
 
+    def add(self, steps: int) -> None:
+        """``steps`` more steps to come."""
+        with self._lock:
+            self.total += steps
+
     @contextmanager
     def step(self, label: str) -> Iterator[None]:
-        """One unit of work (a file), named on the progress line while it runs."""
+        """One unit of work (a file, a run's analysis), named on the progress line while it
+        runs."""
         with self._lock:
             self._label = label
-        self._draw()
+            number, total = self._done + 1, max(self.total, self._done + 1)
+        if self.shown:
+            self._draw()
+        elif not self.quiet:
+            head = f"{self.title}: " if self.title else ""
+            self.stream.write(f"{head}[{number}/{total}] {label}\n")
+            self.stream.flush()
         try:
             yield
         finally:
             with self._lock:
                 self._done += 1
 
+    def line(self) -> str:
+        """The terminal's progress line now: step, share done, estimate of the time left."""
+        with self._lock:
+            seconds = time.monotonic() - self._started
+            done, total, label = self._done, max(self.total, self._done + 1), self._label
+        head = f"{self.title} {label}" if self.title else label
+        share = f"{100 * done / total:.0f} %"
+        if done:  # the steps so far set the pace of the rest
+            left = seconds / done * (total - done)
+            return f"{head}: {share} · ~{left:.0f} s left"
+        return f"{head}: {share} · {seconds:.0f} s so far"
+
     def _tick(self) -> None:
         while not self._stop.wait(0.5):
             self._draw()
 
     def _draw(self) -> None:
-        if not self.shown:
-            return
-        with self._lock:
-            seconds = time.monotonic() - self._started
-            line = f"[{self._done + 1}/{self.total}] {self._label} … {seconds:.0f} s"
-        self.stream.write("\r\x1b[2K" + line[: terminal_width() - 1])
+        self.stream.write("\r\x1b[2K" + self.line()[: terminal_width() - 1])
         self.stream.flush()

@@ -2,10 +2,12 @@
 
 Every file is sniffed by content: SGLang server logs (line counts per kind, tables, untyped
 batch lines, each launch with its span and parallel settings), benchmark results, GPU traces
-and ``run.toml``. One unreadable file is reported and the others still load; the exit code is
-then 1. For a run directory it also shows where each benchmark run was placed on the log's clock
-(``PHASE_COLUMNS``): the phase's span, what the run offered, the peak running the log shows and
-their ratio, the placement's confidence. ``--json`` prints ``{"files": [...], "runs": [{"path",
+and ``run.toml``. One unreadable file is reported (on stderr too) and the others still load;
+the exit code is then 1. A file named on its own that no loader reads (empty, an image, binary
+data) and a folder with no readable file are unreadable. For a run directory it also shows
+where each benchmark run was placed on the log's clock (``PHASE_COLUMNS``): the phase's span,
+what the run offered, the peak running the log shows and their ratio, the placement's
+confidence. ``--json`` prints ``{"files": [...], "runs": [{"path",
 "phases"}...]}`` with every launch; the text shows at most ``LAUNCHES_SHOWN`` launches per file
 and summarizes the rest.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,7 @@ from toolkit.load.run_config import read_run_config
 from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
 from toolkit.load.sglang.log import load_sglang_log
 from toolkit.load.sniff import expand, sniff
+from toolkit.load.windows import time_span
 from toolkit.run_analysis import RunAnalysis
 
 NAME = "parse"
@@ -101,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     files: list[dict[str, Any]] = []
     failed = 0
     paths = list(expand(args.paths))
-    with Progress(len(paths), quiet=args.quiet) as progress:
+    named = {p.resolve() for p in args.paths if not p.is_dir()}
+    with Progress(len(paths), quiet=args.quiet, title="parse") as progress:
         for path in paths:
             size = "dataset" if path.is_dir() else f"{path.stat().st_size / 1e6:.0f} MB"
             with progress.step(f"{path.name} ({size})"):
@@ -120,6 +125,16 @@ def run(args: argparse.Namespace) -> int:
                         raise
                     failed += 1
                     files.append({"path": str(path), "format": "error", "error": str(e)})
+                    continue
+            if files[-1]["format"] == "unknown" and path.resolve() in named:
+                failed += 1  # a file named on its own that nothing reads is an error
+                files[-1] = {"path": str(path), "format": "error", "error": unrecognized(path)}
+    for folder in (p for p in args.paths if p.is_dir()):
+        inside = [f for f in files if Path(f["path"]).is_relative_to(folder)]
+        if not any(f["format"] not in ("unknown", "error") for f in inside):
+            failed += 1
+            why = "an empty folder" if not inside else "no file in it is in a format ppscope reads"
+            files.append({"path": str(folder), "format": "error", "error": f"{folder}: {why}"})
     runs = [run_phases(p, cache=not args.no_cache) for p in args.paths if p.is_dir()]
     runs = [r for r in runs if r is not None]
     if args.json:
@@ -128,7 +143,36 @@ def run(args: argparse.Namespace) -> int:
     else:
         blocks = [describe(f) for f in files] + [describe_phases(r) for r in runs]
         emit("\n".join(blocks), args.output)
+    for f in files:
+        if f["format"] == "error":
+            print(f"ppscope: {f['error']}", file=sys.stderr)
     return 1 if failed else 0
+
+
+_MAGIC = {
+    b"\x89PNG": "a PNG image",
+    b"\xff\xd8\xff": "a JPEG image",
+    b"GIF8": "a GIF image",
+    b"%PDF": "a PDF document",
+    b"PK\x03\x04": "a zip archive",
+    b"\x7fELF": "an executable",
+}
+
+
+def unrecognized(path: Path) -> str:
+    """Why a file is no input: ``path: not recognized: an empty file`` (a PNG image, binary
+    data, or text in no format this version reads)."""
+    with path.open("rb") as f:
+        head = f.read(4096)
+    if not head.strip():
+        what = "an empty file" if not head else "a file of blank lines"
+    elif kind := next((v for k, v in _MAGIC.items() if head.startswith(k)), None):
+        what = kind
+    elif b"\x00" in head or head.decode("utf-8", "replace").count("\ufffd") > len(head) // 20:
+        what = "binary data"
+    else:
+        what = "text in none of the formats this version reads (see `ppscope parse --help`)"
+    return f"{path}: not recognized: {what}"
 
 
 def run_phases(directory: Path, *, cache: bool = True) -> dict[str, Any] | None:
@@ -321,12 +365,15 @@ def _launches(launches: list[dict[str, Any]]) -> list[str]:
             )
         a = launch["server_args"]
         settings = ", ".join(f"{k}={a[k]}" for k in SETTINGS if k in a)
-        cut = "" if launch["complete"] else " (dump cut)"
+        if not a:
+            cut = " (no server_args dump: the log starts after it)"
+        else:
+            cut = "" if launch["complete"] else " (dump cut)"
         lines += wrapped(f"launch at line {launch['lineno']}{cut}: {settings}", indent="  ")
         facts = []
         start, end = launch.get("start"), launch.get("end")
         if start is not None and end is not None:
-            facts.append(f"{start:%Y-%m-%d %H:%M:%S} to {end:%H:%M:%S}")
+            facts.append(time_span(start, end))
             facts.append(f"{launch['batch_lines']} batch lines")
         tokens = launch["startup"].get("max_total_num_tokens")
         if tokens is not None:
@@ -352,6 +399,8 @@ def _describe_gpu(f: dict[str, Any]) -> str:
             f"{f['unavailable']} cells without a value"
         )
         lines.append(f"  metrics: {', '.join(f['metrics'])}")
+        if f.get("labels"):
+            lines.append(f"  labels: {', '.join(f['labels'])}")
     else:
         facts = {k: v for k, v in f.items() if k not in ("path", "format", "notes")}
         lines.append(
@@ -367,7 +416,7 @@ def _describe_gpu(f: dict[str, Any]) -> str:
 def _describe_metrics(f: dict[str, Any]) -> str:
     lines = [f"{f['path']}  [{f['format']}]"]
     span = (
-        f"{f['start']:%Y-%m-%d %H:%M:%S} to {f['end']:%H:%M:%S}"
+        time_span(f["start"], f["end"])
         if f["start"] is not None and f["end"] is not None
         else "no interval"
     )

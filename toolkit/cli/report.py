@@ -3,7 +3,9 @@
 Renders a notebook (the postmortem by default) with papermill and writes a self-contained
 HTML file and its ``.json`` sidecar, showing progress on stderr and printing the report's path
 on stdout. Exit codes: 0 written; 1 a notebook cell failed (the partial notebook is written
-next to the report); 2 bad input (unknown notebook or parameter, no run directory).
+next to the report), or a run directory among several was missing or held nothing readable
+(named on stderr; the report covers the others); 2 bad input (unknown notebook or parameter,
+no run directory).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from toolkit.cli.options import add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import fail
+from toolkit.cli.runs import report_problems
 from toolkit.errors import ToolkitError
 from toolkit.load.run import load_run, run_directory
 from toolkit.report.paths import join_runs
@@ -45,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-redact", dest="redact", action="store_false",
         help="keep API keys, tokens and passwords in the report",
     )  # fmt: skip
-    add_quiet(parser)
+    add_quiet(parser, what="no progress while the notebook runs")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,13 +58,25 @@ def run(args: argparse.Namespace) -> int:
     from toolkit.report.render import CellError, render  # papermill and nbconvert: only here
 
     params = dict(args.param)
+    problems: list[str] = []
     if args.paths:
         if "runs" in params:
             raise ToolkitError("give run directories or -p runs, not both")
+        usable = []
         for path in args.paths:
-            if not load_run(path).has_inputs:  # an empty folder must not read as healthy
-                raise ToolkitError(f"{path}: no SGLang log, benchmark result or GPU trace found")
-        params["runs"] = join_runs(run_directory(p).as_posix() for p in args.paths)
+            try:
+                if not load_run(path).has_inputs:  # an empty folder must not read as healthy
+                    raise ToolkitError(
+                        f"{path}: no SGLang log, benchmark result or GPU trace found"
+                    )
+                usable.append(run_directory(path).as_posix())
+            except ToolkitError as e:
+                if len(args.paths) == 1:
+                    raise
+                problems.append(str(e))  # reported; the report covers the others
+        if not usable:
+            raise ToolkitError("; ".join(problems))
+        params["runs"] = join_runs(usable)
     out: Path = args.output
     if out.suffix.lower() != ".html":
         raise ToolkitError(f"the report must be an .html file, not {out}")
@@ -79,4 +94,4 @@ def run(args: argparse.Namespace) -> int:
         fail(e)
         return 1
     print(report.html)
-    return 0
+    return report_problems(problems)

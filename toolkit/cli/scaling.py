@@ -6,25 +6,39 @@ The JSON has exactly the keys users script against::
      "gap": [{"concurrency", "ratio", "leader"}, ...],
      "crossover": c | null,
      "knee": {label: c | null},
-     "notes": [sentence, ...]}
+     "notes": [sentence, ...],
+     "inputs": {"files": [...], "skipped": [...], "rate_driven": [...], "groups": [...]}}
 
 ``ratio`` there is the leader's throughput over the other layout's (≥ 1); the gap compares the
 first two layouts in the order they were loaded; ``notes`` say when the layouts also differ in
 the model the results name (the gap then compares models too). Non-finite numbers become null.
+
+Every input is accounted for (``inputs``, see ``toolkit.cli.accounting``): a run without a cap
+is a rate-driven point at the mean number of requests it measured in flight; a run that yields
+no point is listed with the reason and the flag that gives it one; runs under one label that
+name different servers (model, parallel sizes) are kept apart (``unknown (Llama-3-8B)``), so
+that no curve and no efficiency spans two servers. A path among several that does not exist is
+reported and the others are read (exit code 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from toolkit.analyze.scaling import crossover, knee, scaling_gap, scaling_table, unlike
-from toolkit.cli.options import add_json, add_output
-from toolkit.cli.output import aligned, emit, number, to_json
+from toolkit.analyze.servers import split_servers
+from toolkit.cli.accounting import account, account_lines
+from toolkit.cli.options import add_json, add_output, add_quiet
+from toolkit.cli.output import Progress, aligned, emit, number, to_json, wrapped
+from toolkit.cli.runs import PARTLY_FAILED
 from toolkit.errors import ToolkitError
 from toolkit.load.bench.results import BenchResults, load_bench
 
@@ -57,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the concurrency of a result file that set no cap (repeatable); without it such "
         "a run takes the mean number of requests in flight it measured",
     )
+    add_quiet(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,20 +82,29 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not name or not value.strip().isdigit() or int(value) < 1:
             raise ToolkitError(f"--concurrency: expected FILE=N with N ≥ 1, got {item!r}")
         given[name] = int(value)
-    report = scaling_report(load_bench(args.paths, concurrency=given))
+    found = [p for p in args.paths if p.exists()]
+    missing = [str(p) for p in args.paths if not p.exists()]
+    if not found:
+        raise ToolkitError("; ".join(f"{p}: no such file or directory" for p in missing))
+    with Progress(len(found), quiet=args.quiet, title="scaling") as progress:
+        results = load_bench(found, concurrency=given, step=progress.step)
+    report = scaling_report(results, missing)
     emit(to_json(report["json"]) if args.json else report["text"], args.output)
-    return 0
+    for path in missing:
+        print(f"ppscope: skipped {path}: no such file or directory", file=sys.stderr)
+    return PARTLY_FAILED if missing else 0
 
 
-def scaling_report(results: BenchResults) -> dict[str, Any]:
-    """The JSON document and the text of ``ppscope scaling`` for loaded results."""
-    runs = results.runs
+def scaling_report(results: BenchResults, missing: Sequence[str] = ()) -> dict[str, Any]:
+    """The JSON document and the text of ``ppscope scaling`` for loaded results (``missing``:
+    paths given that did not exist)."""
+    runs, groups = split_servers(results.runs)
+    results = replace(results, runs=runs)
     table = scaling_table(runs)
+    inputs = account(results, groups, missing)
     if not table.height:
-        raise ToolkitError(
-            "no run has both a concurrency and an output tok/s; "
-            "set max_concurrency, a `concurrency` column, or a label such as 'c32'"
-        )
+        why = "; ".join(account_lines(inputs)) or "nothing to plot"
+        raise ToolkitError(f"no run has both a concurrency and an output tok/s: {why}")
     labels = table["label"].unique(maintain_order=True).to_list()
     gap = scaling_gap(runs, labels[0], labels[1]) if len(labels) > 1 else None
     cross = crossover(gap) if gap is not None else None
@@ -110,8 +134,9 @@ def scaling_report(results: BenchResults) -> dict[str, Any]:
         "crossover": _round(cross, 2),
         "knee": knees,
         "notes": unlike(_facts(runs)),
+        "inputs": inputs,
     }
-    text = "\n".join([_text(results, table, gap, cross, knees), *document["notes"]])
+    text = "\n".join([_text(results, table, gap, cross, knees, inputs), *document["notes"]])
     return {"json": document, "text": text}
 
 
@@ -139,6 +164,7 @@ def _text(
     gap: pl.DataFrame | None,
     cross: float | None,
     knees: dict[str, int | None],
+    inputs: dict[str, Any],
 ) -> str:
     labels = table["label"].unique(maintain_order=True).to_list()
     counts = ", ".join(
@@ -157,6 +183,7 @@ def _text(
         picked = results.runs.filter(pl.col("concurrency_from") == origin)
         if picked.height:
             lines.append(f"concurrency of {_plural(picked.height, 'run')} from {words}")
+    lines += [w for line in account_lines(inputs) for w in wrapped(line)]
     lines.append("")
     cell = {(r["label"], r["concurrency"]): r for r in table.iter_rows(named=True)}
     gaps = {} if gap is None else {r["concurrency"]: r for r in gap.iter_rows(named=True)}

@@ -29,6 +29,7 @@ severity, then by the share of throughput each remedy recovers. A rule is one fu
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -98,6 +99,7 @@ def diagnose(
     *,
     rules: Sequence[tuple[str, Rule]] = RULES,
     compare_models: bool = False,
+    step: Callable[[str], AbstractContextManager[object]] | None = None,
 ) -> list[Finding]:
     """Check every hypothesis on every run; findings ranked (see ``rank``).
 
@@ -111,6 +113,8 @@ def diagnose(
     compare_models
         Compare runs of different models with each other (``scaling-collapse``); by default
         only runs of the same model are.
+    step
+        Called with ``check LABEL`` around each run's checks (a progress line).
 
     Returns
     -------
@@ -123,15 +127,16 @@ def diagnose(
         ctx.compare_models = compare_models
     findings = []
     for ctx in contexts:
-        for unit in ctx.launches:  # each launch on its own; peers are other runs only
-            unit.peers, unit.compare_models = ctx.peers, compare_models
-            unit.found = []
-            for _, rule in rules:
-                found = rule(unit)
-                if found is not None:
-                    found = with_measured_stages(unit, found)
-                    unit.found.append(found)
-                    findings.append(replace(found, run=ctx.label, launch=unit.launch_name))
+        with step(f"check {ctx.label}") if step is not None else nullcontext():
+            for unit in ctx.launches:  # each launch on its own; peers are other runs only
+                unit.peers, unit.compare_models = ctx.peers, compare_models
+                unit.found = []
+                for _, rule in rules:
+                    found = rule(unit)
+                    if found is not None:
+                        found = with_measured_stages(unit, found)
+                        unit.found.append(found)
+                        findings.append(replace(found, run=ctx.label, launch=unit.launch_name))
     return rank(findings, [name for name, _ in rules])
 
 

@@ -62,12 +62,16 @@ INPUTS: dict[str, Input] = {
         Input(
             "ServerArgs dump",
             lambda ctx: bool(ctx.server_args),
-            "log the server start (the `server_args=` line comes first)",
+            "log the server start (the `server_args=` line comes first; `ppscope capture "
+            "--from-start` keeps it)",
         ),
         Input(
             "launch settings",
-            lambda ctx: ctx.run.layout.layout_from in ("ServerArgs", "launch command"),
-            "log the server start (the `server_args=` line comes first), or add "
+            lambda ctx: (
+                ctx.run.layout.layout_from in ("ServerArgs", "launch command", "/server_info")
+            ),
+            "log the server start (`ppscope capture --from-start` keeps it: the `server_args=` "
+            "line comes first), record `/server_info` beside the log (capture does), or add "
             '`command = "python -m sglang.launch_server ..."` to run.toml',
         ),
         Input(

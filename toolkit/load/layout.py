@@ -6,7 +6,9 @@ Witnesses, strongest first:
    SGLang resolves at start (``max_running_requests``, ``max_total_num_tokens``,
    ``chunked_prefill_size``);
 2. the launch command (``run.toml``'s ``command`` or a ``launch_server`` line of the log);
-3. the rank tags of the scheduler prefix (`` PP3 TP1``): the highest rank seen plus one is a
+3. the server's own answer to ``/server_info`` (``server_info.jsonl`` of a capture, or a saved
+   answer): the arguments it runs with, for a log that starts after the dump;
+4. the rank tags of the scheduler prefix (`` PP3 TP1``): the highest rank seen plus one is a
    lower bound of each size (a TP group logs batches from ``TP0`` only, but loads weights on
    every rank).
 
@@ -63,7 +65,7 @@ class RunLayout:
     max_running_requests: int | None = None
     chunked_prefill_size: int | None = None
     max_total_num_tokens: int | None = None
-    layout_from: str = "unknown"  # "ServerArgs", "launch command", "rank tags" or "unknown"
+    layout_from: str = "unknown"  # "ServerArgs", "launch command", "/server_info", "rank tags"
     base_gpu_id: int = 0  # first GPU of the launch (CUDA ordinal)
     gpu_id_step: int = 1  # ordinals between a stage's TP ranks
     dp_attention: bool = False  # enable_dp_attention: DP splits the TP ranks
@@ -116,6 +118,7 @@ def resolve_layout(
     facts: Mapping[str, Any] | None = None,
     *,
     command: Mapping[str, Any] | None = None,
+    info: Mapping[str, Any] | None = None,
     tags: Mapping[str, int] | None = None,
 ) -> RunLayout:
     """The layout of a launch from every witness at hand (see the module docstring).
@@ -129,17 +132,23 @@ def resolve_layout(
         its smallest (the binding one).
     command
         Flags of the launch command (``parse_launch_command``), keyed by ServerArgs name.
+    info
+        The arguments the server stated in its first ``/server_info`` answer
+        (``first_answer_args``), keyed by ServerArgs name.
     tags
         Size implied by the rank tags: highest rank seen + 1, keyed ``tp``/``pp``/``dp``/``ep``.
     """
     args = dict(server_args or {})
     flags = dict(command or {})
+    stated = dict(info or {})
     seen = {k: v for k, v in (tags or {}).items() if _count(v)}
     facts = facts or {}
     if args:
         source, sizes_from = "ServerArgs", args
     elif any(key in flags for key in PARALLEL_SIZES.values()):
         source, sizes_from = "launch command", flags
+    elif any(key in stated for key in PARALLEL_SIZES.values()):
+        source, sizes_from = "/server_info", stated
     elif any(v > 1 for v in seen.values()):
         source, sizes_from = "rank tags", {PARALLEL_SIZES[k]: v for k, v in seen.items()}
     else:
@@ -148,7 +157,7 @@ def resolve_layout(
     settings: dict[str, int | None] = {}
     for key in _SCHEDULER_KEYS:
         value = _smallest(facts.get(key)) if key in _RESOLVED_AT_START else None
-        for witness in (args, flags):
+        for witness in (args, flags, stated):
             if value is None:
                 value = _count(witness.get(key))
             if value is None and key == "pp_max_micro_batch_size":
@@ -158,7 +167,10 @@ def resolve_layout(
         settings["max_total_num_tokens"] = _count(args.get("max_total_tokens"))
     return RunLayout(
         **sizes,
-        nnodes=_count(args.get("nnodes")) or _count(flags.get("nnodes")) or 1,
+        nnodes=_count(args.get("nnodes"))
+        or _count(flags.get("nnodes"))
+        or _count(stated.get("nnodes"))
+        or 1,
         pp_async_batch_depth=settings["pp_async_batch_depth"] or 0,
         pp_max_micro_batch_size=settings["pp_max_micro_batch_size"],
         max_running_requests=settings["max_running_requests"],

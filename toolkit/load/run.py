@@ -49,7 +49,7 @@ from toolkit.load.prometheus import TEXT as METRICS_TEXT
 from toolkit.load.prometheus import Metrics, load_metrics
 from toolkit.load.requests import REQUESTS_FORMAT, load_server_requests
 from toolkit.load.run_config import RunConfig, read_run_config
-from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
+from toolkit.load.server_info import SERVER_INFO_FORMAT, first_answer_args, load_server_info
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sglang.restarts import implicit_starts, log_host_of
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
@@ -448,7 +448,8 @@ class Run:
     @cached_property
     def layout(self) -> RunLayout:
         """Parallel sizes and scheduler settings of the launch, from every witness the run
-        has: the ServerArgs dump and startup summary, the launch command, the rank tags."""
+        has: the ServerArgs dump and startup summary, the launch command, the server's
+        ``/server_info`` answer (when the log holds no dump), the rank tags."""
         launch = self.launch
         flags: dict[str, Any] | None = None
         if self.command is not None:
@@ -456,12 +457,22 @@ class Run:
                 flags = parse_launch_command(self.command[0])
             except ServerArgsError:
                 flags = None
+        dumped = launch.server_args if launch is not None else None
         return resolve_layout(
-            launch.server_args if launch is not None else None,
+            dumped,
             launch.facts() if launch is not None else None,
             command=flags,
+            info=None if dumped else self._stated_args(),
             tags=self._rank_sizes(),
         )
+
+    def _stated_args(self) -> dict[str, Any]:
+        """The arguments of the server's first ``/server_info`` answer (none when unreadable:
+        ``parse`` names the file's problem)."""
+        try:
+            return first_answer_args(self.server_info)
+        except ToolkitError:
+            return {}
 
     def _rank_sizes(self) -> dict[str, int]:
         """Highest rank + 1 of each parallel tag in the log's prefixes (lower bounds)."""

@@ -25,7 +25,13 @@ from toolkit.load.inputs import check_input, split_lines
 from toolkit.load.jsonl import first_record, json_object, local_time
 from toolkit.schema.sglang import SERVER_INFO
 
-__all__ = ["SERVER_INFO_FORMAT", "args_of_info", "is_server_info", "load_server_info"]
+__all__ = [
+    "SERVER_INFO_FORMAT",
+    "args_of_info",
+    "first_answer_args",
+    "is_server_info",
+    "load_server_info",
+]
 
 SERVER_INFO_FORMAT = "server-info"
 MAX_BYTES = 64 << 20
@@ -53,6 +59,25 @@ def args_of_info(info: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(first, Mapping):
         args.update({k: v for k, v in first.items() if k in args})
     return args
+
+
+def first_answer_args(table: pl.DataFrame | None) -> dict[str, Any]:
+    """The arguments of the first answer of a ``load_server_info`` table, values decoded.
+
+    The first answer was given before any benchmark ran, so it holds the launch's settings
+    (a later one may hold a runtime change). Empty for no table or no answer.
+    """
+    if table is None or not table.height:
+        return {}
+    first = table.select("source", "lineno").row(0)
+    rows = table.filter((pl.col("source") == first[0]) & (pl.col("lineno") == first[1]))
+    out: dict[str, Any] = {}
+    for key, value in rows.select("key", "value").iter_rows():
+        try:
+            out[key] = json.loads(value)
+        except (TypeError, ValueError):
+            out[key] = value
+    return out
 
 
 def is_server_info(path: Path) -> bool:

@@ -17,7 +17,14 @@ import polars as pl
 
 from toolkit.errors import ToolkitError
 
-__all__ = ["INPUT_KINDS", "MARGIN_S", "launch_windows", "stray_inputs", "stray_notes"]
+__all__ = [
+    "INPUT_KINDS",
+    "MARGIN_S",
+    "launch_windows",
+    "stray_inputs",
+    "stray_notes",
+    "time_span",
+]
 
 INPUT_KINDS = ("benchmark results", "GPU trace", "metrics", "phase file", "server info")
 """The timed measurement files a launch window may hold."""
@@ -114,3 +121,13 @@ def stray_notes(strays: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 def _at(ts: datetime | None) -> str:
     return f"{ts:%Y-%m-%d %H:%M:%S}" if ts is not None else "?"
+
+
+def time_span(start: datetime, end: datetime) -> str:
+    """``2026-05-01 10:15:40 to 10:15:51``; the end's date too when the span crosses midnight.
+
+    >>> time_span(datetime(2026, 5, 1, 23, 50), datetime(2026, 5, 2, 0, 10))
+    '2026-05-01 23:50:00 to 2026-05-02 00:10:00'
+    """
+    same_day = start.date() == end.date()
+    return f"{start:%Y-%m-%d %H:%M:%S} to {end:{'%H:%M:%S' if same_day else '%Y-%m-%d %H:%M:%S'}}"

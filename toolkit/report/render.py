@@ -42,6 +42,7 @@ from toolkit.report.context import (
 )
 from toolkit.report.offline import bundle_html, external_refs, inline_charts
 from toolkit.report.paths import common_root, split_runs, strip_root
+from toolkit.report.progress import bars_wanted, drop_progress, hash_bar
 from toolkit.report.provenance import input_files, provenance
 from toolkit.report.redact import (
     redact_html,
@@ -248,15 +249,6 @@ def _say(progress: bool, text: str) -> None:
         print(f"ppscope: {text}", file=sys.stderr, flush=True)
 
 
-def _hash_progress(progress: bool, files: Sequence[Path]) -> Any:
-    total = sum(p.stat().st_size for p in files)
-    if not progress or total < 64 << 20:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="B", unit_scale=True, desc="hashing inputs", file=sys.stderr)
-
-
 def _secrets(run_dirs: Sequence[Path]) -> set[str]:
     """Secret values in the runs' launches and launch commands (the log is cached by now)."""
     from toolkit.load.run import load_run
@@ -391,7 +383,8 @@ def render(
     redact
         Replace secrets (API keys, tokens, passwords, URL credentials) by ``[redacted]``.
     progress
-        Show steps and papermill's cell progress on stderr.
+        Show steps on stderr: a line each, and papermill's and the loaders' bars only when
+        stderr is a terminal.
     full_paths
         Show absolute paths; by default every path is relative to the folder that holds the
         run directories, so the report names no one's home directory.
@@ -417,7 +410,7 @@ def render(
     run_dirs = _run_dirs(resolved)
     root = None if full_paths or not run_dirs else common_root(run_dirs)
     files = input_files(run_dirs)
-    bar = _hash_progress(progress, files)
+    bar = hash_bar(progress, files)
     record = provenance(
         run_dirs,
         resolved,
@@ -437,7 +430,7 @@ def render(
             ENV_REPORT: "1",
             ENV_REDACT: "1" if redact else "0",
             ENV_PROVENANCE: str(prov_path),
-            ENV_PROGRESS: "1" if progress else "0",
+            ENV_PROGRESS: "1" if bars_wanted(progress) else "0",  # the loaders' bars
             ENV_FULL_PATHS: "1" if full_paths else "0",
         }
         _say(progress, f"executing {nb_path.name} on {', '.join(map(str, run_dirs)) or '-'}")
@@ -449,7 +442,7 @@ def render(
                     str(executed),
                     parameters=given,
                     kernel_name=KERNEL,
-                    progress_bar=progress,
+                    progress_bar=bars_wanted(progress),
                     start_timeout=120,
                     execution_timeout=_cell_timeout_s(),
                 )
@@ -460,6 +453,7 @@ def render(
         if not executed.is_file():  # stopped before papermill saved anything
             raise ReportError(f"{nb_path.name}: {failure or 'the kernel did not start'}")
         nb = nbformat.read(executed, as_version=4)
+    drop_progress(nb)  # a bar a library drew in a cell is no part of the report
     secrets = _secrets(run_dirs) if redact else set()
     records = _clean_notebook(nb, secrets, redact, root)
     kept = out_html.with_suffix(".ipynb")

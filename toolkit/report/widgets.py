@@ -8,17 +8,24 @@ interactions (brush to zoom, legend click), which need no kernel.
 Every explorer exposes ``controls`` (name → widget) and ``view`` (the current
 ``report_views.View``), so it can be driven from code::
 
-    ex = TimelineExplorer(runs)
+    ex = TimelineExplorer(["runs/tp8", "runs/pp8"])
     ex.controls["stages"].value = ("PP0", "PP7")
     ex.view.chart  # the timeline of those two stages
+
+An explorer takes the runs as ``load_runs`` returns them (a ``RunSet``), or anything
+``load_runs`` takes (a list of run directories, a comma-separated string), or loaded ``Run``
+objects.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import ipywidgets as W
 
+from toolkit.load.run import Run
 from toolkit.report import sections as views
 from toolkit.report.context import in_report
 
@@ -29,9 +36,30 @@ __all__ = [
     "ScalingExplorer",
     "TimelineExplorer",
     "WhatIfExplorer",
+    "run_set",
 ]
 
 _WIDE = W.Layout(width="420px")
+
+Runs = views.RunSet | str | Path | Sequence[str | Path] | Sequence[Run]
+"""What an explorer takes: a ``RunSet``, run directories, or loaded runs."""
+
+
+def run_set(runs: Runs) -> views.RunSet:
+    """``runs`` as a ``RunSet``: as it is, loaded from run directories (``load_runs``), or
+    gathered from loaded ``Run`` objects."""
+    if isinstance(runs, views.RunSet):
+        return runs
+    if isinstance(runs, Run):
+        return views.RunSet([runs])
+    if not isinstance(runs, str | Path) and runs and all(isinstance(r, Run) for r in runs):
+        return views.RunSet([r for r in runs if isinstance(r, Run)])
+    names = (
+        runs
+        if isinstance(runs, str)
+        else [str(r) for r in ([runs] if isinstance(runs, Path) else runs)]
+    )
+    return views.load_runs(names)
 
 
 class Explorer:
@@ -39,8 +67,8 @@ class Explorer:
 
     controls: dict[str, W.Widget]
 
-    def __init__(self, runs: views.RunSet) -> None:
-        self.runs = runs
+    def __init__(self, runs: Runs) -> None:
+        self.runs = run_set(runs)
         self.output = W.Output()
         self.view = self.compute()
         for widget in self.controls.values():
@@ -107,7 +135,8 @@ class ScalingExplorer(Explorer):
         "median TTFT": "ttft_median_ms",
     }
 
-    def __init__(self, runs: views.RunSet, a: str = "", b: str = "") -> None:
+    def __init__(self, runs: Runs, a: str = "", b: str = "") -> None:
+        runs = run_set(runs)
         labels = _labels(runs)
         a = runs.label(a) if a else labels[0]
         b = runs.label(b) if b else next((x for x in labels if x != a), labels[0])
@@ -134,7 +163,7 @@ class WhatIfExplorer(Explorer):
 
     def __init__(
         self,
-        runs: views.RunSet,
+        runs: Runs,
         pp_max_micro_batch_size: int = 0,
         pp_async_batch_depth: int = -1,
         concurrency: int = 0,
@@ -213,7 +242,7 @@ class _RunWindowExplorer(Explorer):
     """An explorer of one run over a time window: picking another run resets the other controls
     to that run's extent before one refresh."""
 
-    def __init__(self, runs: views.RunSet) -> None:
+    def __init__(self, runs: Runs) -> None:
         self._resetting = False
         super().__init__(runs)
         self.controls["run"].observe(self._run_changed, names="value")
@@ -250,9 +279,8 @@ class _RunWindowExplorer(Explorer):
 class TimelineExplorer(_RunWindowExplorer):
     """One run's stages over time: pick the run, a time window and the stages to show."""
 
-    def __init__(
-        self, runs: views.RunSet, run: str = "", max_points: int = views.MAX_POINTS
-    ) -> None:
+    def __init__(self, runs: Runs, run: str = "", max_points: int = views.MAX_POINTS) -> None:
+        runs = run_set(runs)
         self.max_points = max_points
         first = runs.label_of(views.pick_run(runs, run or None))
         span, stages = views.timeline_extent(runs, first)
@@ -285,11 +313,12 @@ class GpuExplorer(_RunWindowExplorer):
 
     def __init__(
         self,
-        runs: views.RunSet,
+        runs: Runs,
         run: str = "",
         metric: str = "util_pct",
         max_points: int = views.MAX_POINTS,
     ) -> None:
+        runs = run_set(runs)
         self.max_points = max_points
         first = runs.label_of(views.pick_run(runs, run or None))
         span, gpus, metrics = views.gpu_extent(runs, first)
@@ -329,7 +358,8 @@ class GpuExplorer(_RunWindowExplorer):
 class ConfigDiffExplorer(Explorer):
     """Launch settings side by side: pick the runs, all settings or only differences, a filter."""
 
-    def __init__(self, runs: views.RunSet, only_different: bool = True, contains: str = "") -> None:
+    def __init__(self, runs: Runs, only_different: bool = True, contains: str = "") -> None:
+        runs = run_set(runs)
         labels = _labels(runs)
         self.controls = {
             "runs": W.SelectMultiple(options=labels, value=tuple(labels), description="runs"),

@@ -134,7 +134,12 @@ def test_blocks_of_027_and_040_with_namespace_args() -> None:
     assert b027["lineno"] == 9
     assert b027["backend"] == "sglang"
     assert b027["num_prompts"] == 200  # from the Namespace line before the block
-    assert b027["concurrency"] is None
+    # no cap and no ``Concurrency:`` row: completed × mean latency / duration is in flight
+    assert b027["concurrency_observed"] == pytest.approx(200 * 45.0127 / 58.31)
+    assert (b027["concurrency"], b027["concurrency_from"]) == (
+        round(200 * 45.0127 / 58.31),
+        "observed",
+    )
     assert b027["output_tok_s"] == pytest.approx(1756.13)
     assert b027["total_tok_s"] is None  # 0.2.7 prints no total throughput
     assert b027["e2e_median_ms"] == pytest.approx(44876.1)

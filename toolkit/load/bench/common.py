@@ -185,7 +185,8 @@ def find_key(data: Any, key: str, depth: int = 4) -> Any:
 
 
 def fill_means(values: dict[str, Any]) -> None:
-    """Mean lengths and token rates from totals where the file gives totals only (exact)."""
+    """Mean lengths, token rates and requests in flight from totals where the file gives totals
+    only (exact)."""
     completed = whole(values.get("completed"))
     duration = num(values.get("duration_s"))
     for total, mean in (("total_input_tokens", "input_len"), ("total_output_tokens", "output_len")):
@@ -195,6 +196,11 @@ def fill_means(values: dict[str, Any]) -> None:
     t = num(values.get("total_input_tokens"))
     if values.get("input_tok_s") is None and t is not None and duration:
         values["input_tok_s"] = t / duration
+    e2e = num(values.get("e2e_mean_ms"))
+    if values.get("concurrency_observed") is None and e2e is not None and completed and duration:
+        # the sum of the latencies over the duration: the mean number of requests in flight
+        # (older clients print no ``Concurrency:`` row but do print these three)
+        values["concurrency_observed"] = completed * e2e / 1000 / duration
 
 
 def parse_json(text: str, path: Path, lineno: int | None = None) -> Any:

@@ -9,7 +9,8 @@ the layout label and launch command, and a server log inside it (read with
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ def load_bench(
     label: str | None = None,
     concurrency: dict[str, int] | None = None,
     cache: bool = True,
+    step: Callable[[str], AbstractContextManager[object]] | None = None,
 ) -> BenchResults:
     """Read benchmark results of any supported client into one table.
 
@@ -51,6 +53,8 @@ def load_bench(
         configured no cap (``concurrency_from`` is then ``argument``).
     cache
         Passed to ``load_sglang_log`` when a run directory's server log is read for tp/pp.
+    step
+        Called with each path's name around its reading (a progress line).
 
     Returns
     -------
@@ -74,33 +78,43 @@ def load_bench(
     for item in items:
         if not item.exists():
             raise ToolkitError(f"{item}: no such file or directory")
-        if item.is_dir():
-            context = RunContext(item, True, cache)
-            for path in walk(item):
-                fmt = FORMATS.get(sniff_bench_format(path) or "")
-                if fmt is None:
-                    collector.skipped.append({"path": str(path), "reason": "no benchmark result"})
-                    continue
-                collector.add(path, fmt.name, fmt.load, context)
-        else:
-            fmt = FORMATS.get(sniff_bench_format(item) or "")
-            if fmt is not None:
-                collector.add(item, fmt.name, fmt.load, RunContext(item.parent, False, cache))
-                continue
-            # A named file that is no known result: a table is tried as a sweep CSV, whose
-            # reader says which columns it found. Among other results (a shell glob over run
-            # directories) such files are skipped; alone, their error is the answer.
-            try:
-                head = lines_io.head_lines(item, n=50)
-                if not (mapping or looks_tabular(head)):
-                    raise UnknownFormat(item, "not a benchmark result this version reads")
-                context = RunContext(item.parent, False, cache)
-                collector.add(item, BENCH_CSV.name, BENCH_CSV.load, context)
-            except (ParseError, UnknownFormat) as e:
-                collector.failed.append(e)
-                collector.skipped.append({"path": str(item), "reason": str(e)})
+        with (step or _no_step)(str(item)):
+            _read(collector, item, mapping, cache)
     collector.merge_exports()
     return collector.results(", ".join(str(p) for p in items))
+
+
+def _no_step(name: str) -> AbstractContextManager[object]:
+    return nullcontext()
+
+
+def _read(collector: Collector, item: Path, mapping: dict[str, str] | None, cache: bool) -> None:
+    """The runs of one path (a result file, or every result under a run directory)."""
+    if item.is_dir():
+        context = RunContext(item, True, cache)
+        for path in walk(item):
+            fmt = FORMATS.get(sniff_bench_format(path) or "")
+            if fmt is None:
+                collector.skipped.append({"path": str(path), "reason": "no benchmark result"})
+                continue
+            collector.add(path, fmt.name, fmt.load, context)
+    else:
+        fmt = FORMATS.get(sniff_bench_format(item) or "")
+        if fmt is not None:
+            collector.add(item, fmt.name, fmt.load, RunContext(item.parent, False, cache))
+            return
+        # A named file that is no known result: a table is tried as a sweep CSV, whose
+        # reader says which columns it found. Among other results (a shell glob over run
+        # directories) such files are skipped; alone, their error is the answer.
+        try:
+            head = lines_io.head_lines(item, n=50)
+            if not (mapping or looks_tabular(head)):
+                raise UnknownFormat(item, "not a benchmark result this version reads")
+            context = RunContext(item.parent, False, cache)
+            collector.add(item, BENCH_CSV.name, BENCH_CSV.load, context)
+        except (ParseError, UnknownFormat) as e:
+            collector.failed.append(e)
+            collector.skipped.append({"path": str(item), "reason": str(e)})
 
 
 def summarize_bench_file(

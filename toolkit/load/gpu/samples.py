@@ -78,7 +78,8 @@ class GpuTrace:
 
     def summary(self) -> list[dict[str, Any]]:
         """Per file: path, format, lines, sample_lines, gpus (physical GPUs; ``mig_instances``
-        too when the trace has any), samples, metrics, skipped (all non-sample lines:
+        too when the trace has any), samples, metrics (measured columns), labels (text
+        columns an exporter attached: driver version, pod...), skipped (all non-sample lines:
         ``sample_lines + skipped == lines``), problems (those that are not headers or blank),
         unavailable (cells), first_problems and notes — the shape of ``ppscope parse --json``."""
         out = []
@@ -86,7 +87,10 @@ class GpuTrace:
             df = part.samples
             present = [c for c in df.columns if df.get_column(c).null_count() < df.height]
             metrics = [c for c in METRICS if c in present]
-            metrics += [c for c in present if c not in SAMPLES]
+            extra = [c for c in present if c not in SAMPLES]
+            # an exporter's labels (driver version, pod, ...) are text: they say where, not what
+            labels = [c for c in extra if not df.schema[c].is_numeric()]
+            metrics += [c for c in extra if c not in labels]
             problems = part.skipped.filter(~pl.col("reason").is_in(list(BENIGN)))
             out.append(
                 {
@@ -95,6 +99,7 @@ class GpuTrace:
                     **({"mig_instances": n} if (n := mig_count(df)) else {}),
                     "samples": df.height,
                     "metrics": metrics,
+                    "labels": labels,
                     "skipped": part.skipped.height,
                     "problems": problems.height,
                     "unavailable": int(part.unavailable.get_column("count").sum() or 0),

@@ -70,13 +70,15 @@ class Metrics:
         begin = pl.col("ts") - pl.duration(milliseconds=(pl.col("interval_s") * 1e3).round())
         ts = s.select(pl.coalesce(begin, "ts")).to_series().drop_nulls()
         end = s["ts"].drop_nulls()
-        ranks = sorted({r for r in s["pp_rank"].to_list() if r is not None})
+        # a scrape of no known time still names its series, metrics and ranks
+        named = pl.concat([s.select(key), self.untimed.select(key)], how="vertical_relaxed")
+        ranks = sorted({r for r in named["pp_rank"].to_list() if r is not None})
         return {
-            "series": s.select(key).unique().height,
+            "series": named.unique().height,
             "scrapes": self.scrapes,
             "start": ts.min() if ts.len() else None,
             "end": end.max() if end.len() else None,
-            "metrics": sorted(set(s["metric"].to_list())),
+            "metrics": sorted(set(named["metric"].to_list())),
             "pp_ranks": ranks,
             "rows": s.height,
             "untimed_scrapes": self.untimed.select("source", "lineno").unique().height,

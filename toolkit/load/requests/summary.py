@@ -6,6 +6,8 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.load.windows import time_span
+
 __all__ = ["describe_requests", "summarize_requests"]
 
 
@@ -32,7 +34,7 @@ def describe_requests(s: dict[str, Any], indent: str = "  ") -> list[str]:
     forms = ", ".join(f"{k} {v}" for k, v in s["forms"].items()) or "none"
     line = f"{indent}requests: {s['requests']} finished ({forms}), {s['distinct_ids']} ids"
     if s["start"] is not None and s["end"] is not None:
-        line += f", {s['start']:%Y-%m-%d %H:%M:%S} to {s['end']:%H:%M:%S}"
+        line += f", {time_span(s['start'], s['end'])}"
     lines = [
         line,
         f"{indent}  {s['with_ttft']} state a TTFT, {s['with_queue']} a queue time, "
