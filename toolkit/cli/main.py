@@ -80,7 +80,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 done, 1 partly failed, 2 bad input;
-    3 ``diagnose --fail-on`` found a finding that severe; 130 ``capture`` stopped early)."""
+    3 ``diagnose --fail-on`` found a finding that severe; 130 ``capture`` stopped early, 129 by
+    SIGHUP)."""
     warnings.formatwarning = _warning_line
     words = sys.argv[1:] if argv is None else argv
     named = words[0] if words and words[0] in COMMAND_NAMES else None
