@@ -138,6 +138,19 @@ def test_metrics_that_recover_are_kept(
     assert load_run(run).metrics is not None
 
 
+def test_a_server_without_metrics_is_said_and_recorded(
+    tmp_path: Path, tools: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    with FakeSGLang(tmp_path / "live.log", metrics=False) as server:
+        argv = [*_argv(run, server), "--concurrency", "1", "--num-prompts", "4"]
+        assert main([*argv, "--bench-cmd", bench_cmd(hold_s=1.5)]) == 0
+    assert "the server has no /metrics" in capsys.readouterr().err
+    (phase,) = _phases(run)
+    assert phase["metrics_missing"] is True and "metrics_errors" not in phase
+    assert not (run / "metrics.jsonl").exists()
+
+
 # ----------------------------------------------------------------------------- dead server
 def test_a_server_that_dies_mid_sweep_fails_the_phase_and_scaling_leaves_it_out(
     tmp_path: Path, tools: Path, server: FakeSGLang, capsys: pytest.CaptureFixture[str]

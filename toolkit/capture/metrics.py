@@ -139,6 +139,10 @@ class MetricsPoller(threading.Thread):
     def attempts(self) -> int:
         return self.scrapes + self.failures
 
+    def failures_so_far(self) -> int | None:
+        """Failed scrapes until now; None when the server has no ``/metrics``."""
+        return None if self.disabled else self.failures
+
     def run(self) -> None:
         try:
             with self.path.open("a", encoding="utf-8") as sink:

@@ -229,7 +229,7 @@ def _sweep(
         info.record(i, "before")
         say(f"phase {i + 1}/{total}: concurrency {c}, {n} requests …")
         started = time.monotonic()
-        run_phase(phase, run_dir, children, halt=halt, errors=lambda: poller.failures)
+        run_phase(phase, run_dir, children, halt=halt, errors=poller.failures_so_far)
         info.record(i, "after")
         spent = time.monotonic() - started
         if phase.failed:

@@ -11,7 +11,8 @@ not read twice).
 "num_prompts", "start", "end", "exit_code", "results", "command"}``, times in the capture's
 local time. ``results`` counts the lines the phase added to ``bench.jsonl``, ``completed`` the
 requests they say completed (when they say); ``metrics_errors`` the ``/metrics`` scrapes that
-failed during the phase. ``exit_code`` is null for a phase stopped early (Ctrl-C, a signal, a
+failed during the phase (``"metrics_missing": true`` instead when the server has no
+``/metrics``). ``exit_code`` is null for a phase stopped early (Ctrl-C, a signal, a
 full disk), with ``"interrupted": true``. A phase whose benchmark failed or completed no
 request (the server died) has ``"failed": true`` and a ``reason``; the sweep stops there.
 """
@@ -124,6 +125,7 @@ class Phase:
     interrupted: bool = False
     completed: int | None = None  # requests the results say completed
     metrics_errors: int | None = None  # /metrics scrapes that failed during the phase
+    metrics_missing: bool = False  # the server has no /metrics
     reason: str | None = None  # why the phase failed
 
     @property
@@ -145,6 +147,8 @@ class Phase:
             out["completed"] = self.completed
         if self.metrics_errors is not None:
             out["metrics_errors"] = self.metrics_errors
+        if self.metrics_missing:
+            out["metrics_missing"] = True
         if self.interrupted:
             out["interrupted"] = True
         if self.reason is not None:
@@ -163,18 +167,19 @@ def run_phase(
     children: Children,
     *,
     halt: Halt | None = None,
-    errors: Callable[[], int] | None = None,
+    errors: Callable[[], int | None] | None = None,
 ) -> Phase:
     """Run one phase to its end and append its record to ``phases.jsonl``.
 
     A Ctrl-C while it runs stops the client, records the phase as interrupted and goes on
     up as ``KeyboardInterrupt``; so does ``halt`` being set (as ``CaptureError``). ``errors``
-    counts failed ``/metrics`` scrapes: the phase records how many it saw.
+    counts failed ``/metrics`` scrapes (None: there is no ``/metrics``): the phase records how
+    many it saw.
     """
     logs = run_dir / CLIENT_LOGS
     logs.mkdir(exist_ok=True)
     before = _lines(run_dir / BENCH_FILE)
-    errors_before = errors() if errors is not None else 0
+    errors_before = errors() if errors is not None else None
     with (logs / f"bench-c{phase.concurrency}.log").open("ab") as out:
         phase.start = iso(now())
         proc = children.start(phase.command, stdout=out, stderr=subprocess.STDOUT)
@@ -190,8 +195,10 @@ def run_phase(
             phase.results = len(added)
             said = [r["completed"] for r in added if _count(r.get("completed"))]
             phase.completed = sum(said) if said and len(said) == len(added) else None
-            if errors is not None:
-                phase.metrics_errors = errors() - errors_before
+            errors_after = errors() if errors is not None else None
+            if errors_before is not None and errors_after is not None:
+                phase.metrics_errors = errors_after - errors_before
+            phase.metrics_missing = errors is not None and errors_after is None
             if not phase.interrupted:
                 phase.reason = _failure(phase)
             append_record(run_dir / PHASE_FILE, phase.record())
@@ -213,7 +220,7 @@ def _failure(phase: Phase) -> str | None:
     if phase.exit_code != 0:
         return f"exit {phase.exit_code}"
     if phase.completed == 0:
-        return f"0 of {phase.num_prompts} requests completed (is the server still up?)"
+        return f"0 of {phase.num_prompts} requests completed: is the server still up?"
     return None
 
 
