@@ -21,6 +21,8 @@ from helpers import REPO
 from helpers.fake_sglang import FakeSGLang, wait_until
 from helpers.fake_tools import alive, bench_cmd, install_nvidia_smi
 
+from toolkit.capture import preflight as preflight_module
+from toolkit.capture import session
 from toolkit.cli.main import main
 from toolkit.load.run import load_run
 from toolkit.load.run_config import read_run_config
@@ -322,3 +324,38 @@ def test_a_missing_benchmark_or_log_is_named_with_a_live_server(
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not run.exists()
+
+
+def test_bench_serving_is_found_without_importing_sglang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "site" / "sglang"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise SystemExit('sglang was imported')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))  # before any installed sglang
+    assert not preflight_module._has_bench_serving(sys.executable)
+    (package / "bench_serving.py").write_text("")
+    assert preflight_module._has_bench_serving(sys.executable)  # and sglang never ran
+
+
+# ----------------------------------------------------------------------------- any exit path
+def test_an_unexpected_error_still_stops_every_child_and_writes_run_toml(
+    tmp_path: Path, tools: Path, server: FakeSGLang, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "run"
+    bench_pids = tmp_path / "bench-pids"
+    bench_pids.mkdir()
+    real = session.run_phase
+
+    def run_phase(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        raise RuntimeError("a bug after the first phase")
+
+    monkeypatch.setattr(session, "run_phase", run_phase)
+    argv = [*_argv(run, server), "--concurrency", "1,2", "--num-prompts", "4"]
+    with pytest.raises(RuntimeError, match="a bug"):
+        main([*argv, "--bench-cmd", bench_cmd(pid_dir=bench_pids)])
+    started = [int(p.name) for d in (bench_pids, tools) for p in d.iterdir()]
+    assert len(started) >= 4
+    assert wait_until(lambda: not any(alive(pid) for pid in started))
+    assert read_run_config(run).label == "TP1"
