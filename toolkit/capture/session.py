@@ -142,6 +142,9 @@ def capture(options: CaptureOptions, say: Callable[[str], None] = lambda _: None
     finally:
         with _no_interrupts():
             _stop(poller, sampler, source, children, run_dir, say)
+            if halt.error is not None and result.error is None:  # after the last phase
+                result.error = halt.error
+                say(f"{halt.error}: the files stop there")
             error = _finish(options, info, first, inventory, source, sampler)
             if error is not None:
                 result.error = result.error or error
