@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 import pytest
 from helpers.fuzz import budget
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from toolkit.errors import ToolkitError
@@ -142,7 +142,7 @@ def built(tmp_path: Path) -> tuple[Path, Path, Path]:
     return path, entry, keep
 
 
-@budget(25)
+@budget(12)
 @given(damage=damage)
 def test_damage_yields_the_current_truth_or_a_declared_error(
     built: tuple[Path, Path, Path], damage: tuple[str, int, int]
@@ -155,11 +155,14 @@ def test_damage_yields_the_current_truth_or_a_declared_error(
     shutil.copytree(keep / "entry", entry)
     shutil.copy2(keep / "server.log", path)
     _damage(entry, path, *damage)
+    event(f"damage: {damage[0]}")
     truth = _table(path, cache=False)
     try:
         batches, lines = _table(path, cache=True)
     except ToolkitError:
+        event("outcome: declared error")
         return
+    event("outcome: the input's lines")
     assert lines == truth[1]
     assert batches.equals(truth[0])
     again = _table(path, cache=True)  # and what the cache holds now is whole

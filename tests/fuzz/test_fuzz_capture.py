@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers.fuzz import budget
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from toolkit.capture import metrics
@@ -95,6 +95,7 @@ def _answer() -> st.SearchStrategy[bytes]:
 def test_fetch_never_raises_on_a_broken_answer(anything: _AnyAnswer, answer: bytes) -> None:
     anything.answer = answer
     status, body = fetch(anything.url + "/metrics", timeout_s=2.0)
+    event(f"status {status}" if status else "no whole answer")
     assert isinstance(status, int) and isinstance(body, bytes)
     if status != 200:
         assert body == b""
