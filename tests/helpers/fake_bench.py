@@ -2,7 +2,9 @@
 done, then one ``sglang.bench_serving``-shaped JSON line appended to ``--output``.
 
 Run as a script by the capture tests (``fake_tools.bench_cmd``); ``--hold S`` waits S seconds
-before sending (a phase that is still running when the test stops the capture).
+before sending (a phase that is still running when the test stops the capture). A request that
+fails (the server died) is not completed; like ``sglang.bench_serving`` the client still writes
+its result line, with ``completed`` 0 when none did.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def main() -> int:
         time.sleep(args.hold)
     prompt = " ".join(["word"] * args.input_len)
 
-    def one(_: int) -> tuple[float, int]:
+    def one(_: int) -> tuple[float, int] | None:
         body = json.dumps(
             {"model": "default", "prompt": prompt, "max_tokens": args.output_len}
         ).encode()
@@ -42,18 +44,21 @@ def main() -> int:
             args.url + "/v1/completions", body, {"Content-Type": "application/json"}
         )
         started = time.monotonic()
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            made = json.loads(answer.read())["usage"]["completion_tokens"]
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                made = json.loads(answer.read())["usage"]["completion_tokens"]
+        except OSError:
+            return None
         return (time.monotonic() - started) * 1000.0, made
 
     started = time.monotonic()
     with ThreadPoolExecutor(args.concurrency) as pool:
-        done = list(pool.map(one, range(args.num_prompts)))
-    duration = time.monotonic() - started
-    e2e = [ms for ms, _ in done]
+        done = [r for r in pool.map(one, range(args.num_prompts)) if r is not None]
+    duration = max(time.monotonic() - started, 1e-6)
+    e2e = [ms for ms, _ in done] or [0.0]
     out_tokens = sum(n for _, n in done)
     in_tokens = args.input_len * len(done)
-    tpot = [ms / max(n - 1, 1) for ms, n in done]
+    tpot = [ms / max(n - 1, 1) for ms, n in done] or [0.0]
     result = {
         "backend": "sglang",
         "dataset_name": "random",

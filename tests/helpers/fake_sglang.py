@@ -2,6 +2,8 @@
 
 It serves ``/server_info`` (or only ``/get_server_info``, as older releases), ``/metrics``
 (Prometheus text with SGLang's metric names and labels), ``/v1/completions`` and ``/generate``.
+``metrics_fault = "short"`` makes ``/metrics`` answer less than its ``Content-Length`` states,
+``"error"`` answer 500.
 A scheduler thread decodes one token per request every ``step_s`` and appends SGLang-shaped
 lines (0.5.10 with ``SGLANG_LOG_MS``) to the log: a ``Prefill batch`` line per admitted batch, a
 ``Decode batch`` line every ``log_every`` steps, a uvicorn access line per request. The log's
@@ -50,6 +52,7 @@ class FakeSGLang:
         self.step_s = step_s
         self.log_every = log_every
         self.log_offset = timedelta(seconds=log_offset_s)
+        self.metrics_fault: str | None = None  # "short": an answer cut before its length
         self.requests_served = 0
         self.profiles: list[dict[str, Any]] = []  # /start_profile requests, as sent
         self.generated = 0
@@ -229,6 +232,14 @@ class FakeSGLang:
                 if self.path in info:
                     body = json.dumps(fake.server_info()).encode()
                     self._send(200, body, "application/json")
+                elif self.path == "/metrics" and fake.metrics and fake.metrics_fault == "short":
+                    body = fake.metrics_text().encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body) + 100))
+                    self.end_headers()
+                    self.wfile.write(body)  # and the connection closes: 100 bytes short
+                elif self.path == "/metrics" and fake.metrics and fake.metrics_fault == "error":
+                    self._send(500, b"internal error", "text/plain")
                 elif self.path == "/metrics" and fake.metrics:
                     self._send(200, fake.metrics_text().encode(), "text/plain; version=0.0.4")
                 elif self.path == "/health":

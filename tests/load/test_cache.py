@@ -1,5 +1,6 @@
-"""The line cache cannot lie: damaged, foreign or stale entries are rebuilt silently,
-concurrent builders never fail, leftovers are removed and the directory stays bounded."""
+"""The line cache cannot lie: damaged, foreign or stale entries are rebuilt (altered ones with
+a note), concurrent builders never fail, leftovers are removed and the directory stays
+bounded."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def _running(path: Path) -> list[int]:
 
 
 @pytest.mark.parametrize("damage", ["truncate", "delete", "foreign", "manifest"])
-def test_a_damaged_entry_is_rebuilt_silently(tmp_path: Path, damage: str) -> None:
+def test_a_damaged_entry_is_rebuilt(tmp_path: Path, damage: str) -> None:
     path = _log(tmp_path / "server.log")
     other = _log(tmp_path / "other.log", running=3, lines=90)
     expected = load_sglang_log(path).batches

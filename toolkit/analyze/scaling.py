@@ -18,20 +18,42 @@ import polars as pl
 from toolkit.errors import ToolkitError
 from toolkit.schema.bench import FRONTIER, GAP, SCALING
 
-__all__ = ["crossover", "frontier", "knee", "scaling_gap", "scaling_table", "unlike"]
+__all__ = [
+    "crossover",
+    "failed_runs",
+    "frontier",
+    "knee",
+    "scaling_gap",
+    "scaling_table",
+    "unlike",
+]
 
 _LATENCIES = ("ttft_median_ms", "tpot_median_ms", "itl_median_ms", "e2e_median_ms")
 _FRONTIER_LATENCY = ("tpot_median_ms", "tpot_mean_ms", "itl_median_ms")
 
 
 def _usable(runs: pl.DataFrame) -> pl.DataFrame:
-    """Runs with a label, a positive concurrency and a finite output throughput."""
+    """Runs with a label, a positive concurrency and a finite output throughput, in which a
+    request completed (``failed_runs`` are left out)."""
     return runs.filter(
         pl.col("label").is_not_null()
         & (pl.col("concurrency") > 0)
         & pl.col("output_tok_s").is_not_null()
         & pl.col("output_tok_s").is_finite()
+        & _completed(runs)
     )
+
+
+def failed_runs(runs: pl.DataFrame) -> pl.DataFrame:
+    """Runs that say no request completed (a server that died during the run): a throughput
+    of 0 there measures the failure, not the layout, and is no point of any curve."""
+    return runs.filter(~_completed(runs))
+
+
+def _completed(runs: pl.DataFrame) -> pl.Expr:
+    if "completed" not in runs.columns:
+        return pl.lit(True)
+    return pl.col("completed").is_null() | (pl.col("completed") > 0)
 
 
 def _label_order(runs: pl.DataFrame) -> pl.DataFrame:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from toolkit.capture.clock import now
+from toolkit.capture.halt import Halt
 from toolkit.capture.processes import Children
 
 __all__ = [
@@ -112,8 +113,12 @@ class GpuSampler:
             self._reader.join(timeout=5.0)
 
 
-def start_sampler(tool: str, directory: Path, children: Children) -> GpuSampler:
-    """Start sampling every GPU with ``tool`` (``gpu_tool()``) into a file of ``directory``."""
+def start_sampler(
+    tool: str, directory: Path, children: Children, *, halt: Halt | None = None
+) -> GpuSampler:
+    """Start sampling every GPU with ``tool`` (``gpu_tool()``) into a file of ``directory``;
+    a write that fails (a full disk) ends the sampling and sets ``halt``. (``nvidia-smi``
+    writes its file itself: on a full disk it ends on its own.)"""
     if tool == "nvidia-smi":
         path = directory / "gpu.csv"
         argv = [
@@ -131,14 +136,26 @@ def start_sampler(tool: str, directory: Path, children: Children) -> GpuSampler:
     proc = children.start(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     sampler = GpuSampler(tool, path, proc)
     sampler._reader = threading.Thread(
-        target=_read_dcgmi, args=(sampler, proc.stdout), daemon=True, name="dcgmi-reader"
+        target=_read_dcgmi,
+        args=(sampler, proc.stdout, halt),
+        daemon=True,
+        name="dcgmi-reader",
     )
     sampler._reader.start()
     return sampler
 
 
-def _read_dcgmi(sampler: GpuSampler, stream: IO[bytes] | None) -> None:
+def _read_dcgmi(sampler: GpuSampler, stream: IO[bytes] | None, halt: Halt | None) -> None:
     """Copy ``dcgmi dmon`` output, counting rounds: a round starts at each ``GPU 0`` row."""
+    try:
+        _copy_dcgmi(sampler, stream)
+    except OSError as e:
+        if halt is None:
+            raise
+        halt.stop(e)
+
+
+def _copy_dcgmi(sampler: GpuSampler, stream: IO[bytes] | None) -> None:
     if stream is None:
         return
     with sampler.path.open("ab") as sink:

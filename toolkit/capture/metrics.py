@@ -11,14 +11,17 @@ secret-bearing keys (``api_key``, ``admin_api_key``, ``hf_token``, passwords) ar
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from toolkit.capture.clock import iso, now
+from toolkit.capture.halt import Halt
 from toolkit.errors import CaptureError
 from toolkit.load.secrets import REDACTED, is_secret_key
 
@@ -48,13 +51,14 @@ def redacted(value: Any) -> Any:
 
 
 def fetch(url: str, timeout_s: float = TIMEOUT_S) -> tuple[int, bytes]:
-    """(status, body) of a GET; status 0 when the server could not be reached."""
+    """(status, body) of a GET; status 0 when the server could not be reached or its answer
+    was not whole (shorter than its ``Content-Length``, a broken status line)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as answer:
             return answer.status, answer.read()
     except urllib.error.HTTPError as e:
         return e.code, b""
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
         return 0, b""
 
 
@@ -105,36 +109,72 @@ class ServerInfo:
 
 
 class MetricsPoller(threading.Thread):
-    """Scrapes ``/metrics`` every ``PERIOD_S`` into ``metrics.jsonl`` until stopped."""
+    """Scrapes ``/metrics`` every ``PERIOD_S`` into ``metrics.jsonl`` until stopped.
 
-    def __init__(self, base_url: str, path: Path) -> None:
+    A failed scrape (no answer, a cut answer, an error status) is counted and the next one
+    tried; the first failure is said at once. A server without ``/metrics`` (404 on the first
+    try) is said and left alone. A write that fails (a full disk) stops the capture through
+    ``halt``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        path: Path,
+        *,
+        say: Callable[[str], None] = lambda _: None,
+        halt: Halt | None = None,
+    ) -> None:
         super().__init__(daemon=True, name="metrics")
         self.url = base_url.rstrip("/") + "/metrics"
         self.path = path
+        self.say = say
+        self.halt = halt
         self.scrapes = 0
         self.failures = 0
         self.disabled = False  # the server has no /metrics (started without --enable-metrics)
         self._done = threading.Event()
 
+    @property
+    def attempts(self) -> int:
+        return self.scrapes + self.failures
+
+    def failures_so_far(self) -> int | None:
+        """Failed scrapes until now; None when the server has no ``/metrics``."""
+        return None if self.disabled else self.failures
+
     def run(self) -> None:
-        with self.path.open("a", encoding="utf-8") as sink:
-            while True:
-                started = now()
-                status, body = fetch(self.url, timeout_s=min(TIMEOUT_S, 2 * PERIOD_S))
-                if status == 404 and not self.scrapes:
-                    self.disabled = True
-                    return
-                if status == 200:
-                    text = body.decode("utf-8", "replace")
-                    sink.write(json.dumps({"ts": iso(started), "text": text}) + "\n")
-                    sink.flush()
-                    self.scrapes += 1
-                else:
-                    self.failures += 1
-                spent = (now() - started).total_seconds()
-                if self._done.wait(max(0.0, PERIOD_S - spent)):
-                    return
+        try:
+            with self.path.open("a", encoding="utf-8") as sink:
+                self._loop(sink)
+        except OSError as e:
+            if self.halt is None:
+                raise
+            self.halt.stop(e)
+
+    def _loop(self, sink: IO[str]) -> None:
+        while True:
+            started = now()
+            status, body = fetch(self.url, timeout_s=min(TIMEOUT_S, 2 * PERIOD_S))
+            if status == 404 and not self.scrapes:
+                self.disabled = True
+                self.say("the server has no /metrics (start it with --enable-metrics)")
+                return
+            if status == 200:
+                text = body.decode("utf-8", "replace")
+                sink.write(json.dumps({"ts": iso(started), "text": text}) + "\n")
+                sink.flush()
+                self.scrapes += 1
+            else:
+                self.failures += 1
+                if self.failures == 1:
+                    why = f"HTTP {status}" if status else "no whole answer"
+                    self.say(f"metrics: /metrics failed ({why}); trying again every second")
+            spent = (now() - started).total_seconds()
+            if self._done.wait(max(0.0, PERIOD_S - spent)):
+                return
 
     def finish(self) -> None:
         self._done.set()
-        self.join(timeout=2 * TIMEOUT_S)
+        if self.is_alive():
+            self.join(timeout=2 * TIMEOUT_S)

@@ -1,12 +1,14 @@
 """One capture from start to end: followers started, the sweep run, everything stopped.
 
-Whatever ends a capture (the sweep done, a phase that failed, Ctrl-C, SIGTERM, an error), every
-child process is stopped, every file is flushed and ``run.toml`` is written, so the run
-directory is valid and complete up to that moment.
+Whatever ends a capture (the sweep done, a phase that failed, Ctrl-C, SIGTERM, SIGHUP, a full
+disk, an error), every child process is stopped, every file is flushed and ``run.toml`` is
+written (unless the disk has no room even for it), so the run directory is valid and complete up
+to that moment.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -18,7 +20,9 @@ from typing import Any
 
 from toolkit.capture.clock import now
 from toolkit.capture.gpu import GpuSampler, gpu_tool, record_inventory, start_sampler
+from toolkit.capture.halt import Halt, describe, is_disk_full
 from toolkit.capture.metrics import MetricsPoller, ServerInfo
+from toolkit.capture.preflight import preflight
 from toolkit.capture.processes import Children
 from toolkit.capture.profile import FIRST_WAIT_S, profile_folder, profiling
 from toolkit.capture.sources import LogSource, follow_log
@@ -42,6 +46,8 @@ from toolkit.errors import CaptureError
 __all__ = ["CaptureOptions", "CaptureResult", "capture"]
 
 LOG_FILE = "server.log"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that stop a capture: Ctrl-C, ``kill``, and a closed terminal or ssh link."""
 
 
 @dataclass(frozen=True)
@@ -70,10 +76,11 @@ class CaptureResult:
     interrupted: bool = False
     failed: Phase | None = None
     files: list[str] = field(default_factory=list)
+    error: str | None = None  # what stopped it or what could not be written (a full disk)
 
     @property
     def complete(self) -> bool:
-        return not self.interrupted and self.failed is None
+        return not self.interrupted and self.failed is None and self.error is None
 
 
 def capture(options: CaptureOptions, say: Callable[[str], None] = lambda _: None) -> CaptureResult:
@@ -81,23 +88,22 @@ def capture(options: CaptureOptions, say: Callable[[str], None] = lambda _: None
 
     ``say`` receives one line per step (progress). A Ctrl-C (``KeyboardInterrupt``) ends the
     capture early: the result says so and the directory holds everything recorded until then.
+    A full disk ends it too, from any thread: ``error`` then says what could not be written.
 
     Raises
     ------
     CaptureError
-        The server does not answer, the run directory holds files already, or a follower's
-        program is missing.
+        Before anything is recorded: one line per problem found (the server does not answer,
+        the run directory holds files already, the benchmark or the log source is missing).
     """
     url = options.server.rstrip("/")
     run_dir = options.run_dir
-    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-        what = "a file" if not run_dir.is_dir() else "a folder that holds files"
-        raise CaptureError(f"{run_dir}: {what}; name a new or empty run directory")
     info = ServerInfo(url, run_dir / "server_info.jsonl")
-    first = info.check()
+    first = preflight(options, info)
     run_dir.mkdir(parents=True, exist_ok=True)
     say(f"server {url} answers {info.endpoint}; recording into {run_dir}")
     result = CaptureResult(run_dir)
+    halt = Halt()
     children = Children()
     source: LogSource | None = None
     sampler: GpuSampler | None = None
@@ -107,7 +113,11 @@ def capture(options: CaptureOptions, say: Callable[[str], None] = lambda _: None
         info.record(None, "start")
         if options.log is not None:
             source = follow_log(
-                *options.log, run_dir / LOG_FILE, children, from_start=options.log_from_start
+                *options.log,
+                run_dir / LOG_FILE,
+                children,
+                from_start=options.log_from_start,
+                halt=halt,
             )
             say(f"server log: {source.description} → {LOG_FILE}")
         else:
@@ -117,32 +127,82 @@ def capture(options: CaptureOptions, say: Callable[[str], None] = lambda _: None
             say("no nvidia-smi or dcgmi on PATH: no GPU trace")
         else:
             inventory = record_inventory(run_dir, children)
-            sampler = start_sampler(tool, run_dir, children)
+            sampler = start_sampler(tool, run_dir, children, halt=halt)
             say(f"gpu: {tool} every 100 ms → {sampler.path.name}")
-        poller = MetricsPoller(url, run_dir / "metrics.jsonl")
+        poller = MetricsPoller(url, run_dir / "metrics.jsonl", say=say, halt=halt)
         poller.start()
-        _sweep(options, url, run_dir.resolve(), info, children, result, say)
+        _sweep(options, url, run_dir.resolve(), info, children, result, say, halt, poller)
     except KeyboardInterrupt:
         result.interrupted = True
         say("interrupted: stopping and writing what was recorded")
+    except (OSError, CaptureError) as e:
+        if halt.error is None and not (isinstance(e, OSError) and is_disk_full(e)):
+            raise
+        result.interrupted = True
+        result.error = halt.error or describe(e)
+        say(f"{result.error}: stopping and writing what was recorded")
     finally:
         with _no_interrupts():
-            if poller is not None:
-                poller.finish()
-            if sampler is not None:
-                sampler.stop(children)
-            if source is not None:
-                source.stop()
-            children.stop_all()
-            if poller is not None and not poller.scrapes:
-                (run_dir / "metrics.jsonl").unlink(missing_ok=True)
-                if poller.disabled:
-                    say("the server has no /metrics (start it with --enable-metrics)")
-            info.record(None, "end")
-            config = _config(options, info.latest or first, inventory, source, sampler)
-            write_run_toml(run_dir, config)
+            _stop(poller, sampler, source, children, run_dir, say)
+            if halt.error is not None and result.error is None:  # after the last phase
+                result.error = halt.error
+                say(f"{halt.error}: the files stop there")
+            error = _finish(options, info, first, inventory, source, sampler)
+            if error is not None:
+                result.error = result.error or error
+                say(f"{error}: run.toml not written")
     result.files = sorted(p.name for p in run_dir.iterdir() if not p.name.startswith("."))
     return result
+
+
+def _stop(
+    poller: MetricsPoller | None,
+    sampler: GpuSampler | None,
+    source: LogSource | None,
+    children: Children,
+    run_dir: Path,
+    say: Callable[[str], None],
+) -> None:
+    """Stop every follower and child; a step that fails does not keep the next from running,
+    and every child is stopped whatever happened."""
+    try:
+        for step in (
+            poller.finish if poller is not None else None,
+            (lambda: sampler.stop(children)) if sampler is not None else None,
+            source.stop if source is not None else None,
+        ):
+            if step is not None:
+                with contextlib.suppress(Exception):
+                    step()
+    finally:
+        children.stop_all()
+    if poller is not None:
+        if not poller.scrapes:
+            with contextlib.suppress(OSError):
+                (run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        if poller.failures:
+            say(f"metrics: {poller.failures} of {poller.attempts} /metrics scrapes failed")
+
+
+def _finish(
+    options: CaptureOptions,
+    info: ServerInfo,
+    first: dict[str, Any],
+    inventory: dict[str, Path],
+    source: LogSource | None,
+    sampler: GpuSampler | None,
+) -> str | None:
+    """Ask the server a last time and write ``run.toml``; what failed (a full disk), if any."""
+    with contextlib.suppress(OSError):
+        info.record(None, "end")
+    config = _config(options, info.latest or first, inventory, source, sampler)
+    try:
+        write_run_toml(options.run_dir, config)
+    except OSError as e:
+        if not is_disk_full(e):
+            raise
+        return describe(e)
+    return None
 
 
 def _sweep(
@@ -153,12 +213,14 @@ def _sweep(
     children: Children,
     result: CaptureResult,
     say: Callable[[str], None],
+    halt: Halt,
+    poller: MetricsPoller,
 ) -> None:
     total = len(options.concurrency)
     spent = 2 * FIRST_WAIT_S  # the first phase of a server without /metrics: profile then
     for i, c in enumerate(options.concurrency):
-        if i and options.pause_s > 0:
-            time.sleep(options.pause_s)  # an idle stretch between phases, in every trace
+        if i and options.pause_s > 0 and halt.wait(options.pause_s):
+            raise CaptureError("stopped")  # an idle stretch between phases, in every trace
         n = options.num_prompts or default_num_prompts(c)
         argv = bench_argv(
             options.bench_cmd,
@@ -177,16 +239,20 @@ def _sweep(
         with profiling(
             url, folder, options.profile_steps, half=n // 2, fallback_s=spent / 2, say=say
         ):
-            run_phase(phase, run_dir, children)
+            run_phase(phase, run_dir, children, halt=halt, errors=poller.failures_so_far)
         info.record(i, "after")
         spent = time.monotonic() - started
-        if phase.exit_code != 0:
+        if phase.failed:
             result.failed = phase
-            say(f"phase {i + 1}/{total} failed (exit {phase.exit_code}); the sweep stops here")
+            say(f"phase {i + 1}/{total} failed ({phase.reason}); the sweep stops here")
             for line in client_tail(run_dir, c):
                 say(f"  {line}")
             return
-        say(f"phase {i + 1}/{total}: done in {spent:.0f} s, {phase.results} result(s)")
+        done = f"{phase.completed} completed" if phase.completed is not None else ""
+        say(
+            f"phase {i + 1}/{total}: done in {spent:.0f} s, {phase.results} result(s)"
+            + (f", {done}" if done else "")
+        )
 
 
 def _config(
@@ -219,11 +285,11 @@ def _config(
 
 @contextmanager
 def _no_interrupts() -> Iterator[None]:
-    """A second Ctrl-C or SIGTERM does not cut the cleanup short (main thread only)."""
+    """A second Ctrl-C, SIGTERM or SIGHUP does not cut the cleanup short (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS}
     try:
         yield
     finally:

@@ -12,6 +12,7 @@ whole log, the unit's lines of this boot), so it holds the server's start: the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from toolkit.capture.clock import LogClock, now
+from toolkit.capture.halt import Halt
 from toolkit.capture.processes import Children
 
 __all__ = ["SOURCES", "LogSource", "follow_log", "source_argv"]
@@ -63,12 +65,18 @@ class LogSource:
 
 
 def follow_log(
-    kind: str, name: str, out: Path, children: Children, *, from_start: bool = False
+    kind: str,
+    name: str,
+    out: Path,
+    children: Children,
+    *,
+    from_start: bool = False,
+    halt: Halt | None = None,
 ) -> LogSource:
     """Start following the log ``name`` of ``kind`` (``SOURCES``) into ``out``, from now on
-    or ``from_start``."""
+    or ``from_start``. A write that fails (a full disk) ends the following and sets ``halt``."""
     clock = LogClock()
-    sink = out.open("ab")
+    sink = _Sink(out.open("ab"), halt)
     argv = source_argv(kind, name, None if from_start else datetime.now().astimezone())
     if argv is None:
         tail = _FileTail(Path(name), sink, clock, at_end=not from_start)
@@ -93,7 +101,32 @@ def follow_log(
     return LogSource(" ".join(argv), out, clock, stop_command)
 
 
-def _copy_lines(stream: IO[bytes] | None, sink: IO[bytes], clock: LogClock) -> None:
+class _Sink:
+    """The output file of a follower; a failed write closes it and sets ``halt``."""
+
+    def __init__(self, file: IO[bytes], halt: Halt | None) -> None:
+        self.file, self.halt = file, halt
+        self.closed = False
+
+    def write(self, raw: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            self.file.write(raw)
+            self.file.flush()
+        except OSError as e:
+            self.close()
+            if self.halt is None:
+                raise
+            self.halt.stop(e)
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError):  # what the buffer holds cannot be written either
+            self.file.close()
+
+
+def _copy_lines(stream: IO[bytes] | None, sink: _Sink, clock: LogClock) -> None:
     """Copy a follower's output line by line, noting when each line was read."""
     if stream is None:
         return
@@ -101,18 +134,17 @@ def _copy_lines(stream: IO[bytes] | None, sink: IO[bytes], clock: LogClock) -> N
         _write(raw, sink, clock)
 
 
-def _write(raw: bytes, sink: IO[bytes], clock: LogClock) -> None:
+def _write(raw: bytes, sink: _Sink, clock: LogClock) -> None:
     if sink.closed:
         return
     sink.write(raw)
-    sink.flush()
     clock.seen(raw.decode("utf-8", "replace"), now())
 
 
 class _FileTail(threading.Thread):
     """``tail -F`` in a thread: whole lines copied as they appear, rotation followed."""
 
-    def __init__(self, path: Path, sink: IO[bytes], clock: LogClock, *, at_end: bool) -> None:
+    def __init__(self, path: Path, sink: _Sink, clock: LogClock, *, at_end: bool) -> None:
         super().__init__(daemon=True, name="log-tail")
         self.path, self.sink, self.clock = path, sink, clock
         self._done = threading.Event()

@@ -9,8 +9,12 @@ not read twice).
 
 ``phases.jsonl`` gets one object per phase when it ends: ``{"phase", "concurrency",
 "num_prompts", "start", "end", "exit_code", "results", "command"}``, times in the capture's
-local time. ``results`` counts the lines the phase added to ``bench.jsonl``; ``exit_code`` is
-null for a phase stopped by Ctrl-C, with ``"interrupted": true``.
+local time. ``results`` counts the lines the phase added to ``bench.jsonl``, ``completed`` the
+requests they say completed (when they say); ``metrics_errors`` the ``/metrics`` scrapes that
+failed during the phase (``"metrics_missing": true`` instead when the server has no
+``/metrics``). ``exit_code`` is null for a phase stopped early (Ctrl-C, a signal, a
+full disk), with ``"interrupted": true``. A phase whose benchmark failed or completed no
+request (the server died) has ``"failed": true`` and a ``reason``; the sweep stops there.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from toolkit.capture.clock import iso, now
+from toolkit.capture.halt import Halt
 from toolkit.capture.processes import Children
 from toolkit.errors import CaptureError
 
@@ -118,6 +123,14 @@ class Phase:
     exit_code: int | None = None
     results: int = 0
     interrupted: bool = False
+    completed: int | None = None  # requests the results say completed
+    metrics_errors: int | None = None  # /metrics scrapes that failed during the phase
+    metrics_missing: bool = False  # the server has no /metrics
+    reason: str | None = None  # why the phase failed
+
+    @property
+    def failed(self) -> bool:
+        return self.reason is not None
 
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -130,35 +143,106 @@ class Phase:
             "results": self.results,
             "command": shlex.join(self.command),
         }
+        if self.completed is not None:
+            out["completed"] = self.completed
+        if self.metrics_errors is not None:
+            out["metrics_errors"] = self.metrics_errors
+        if self.metrics_missing:
+            out["metrics_missing"] = True
         if self.interrupted:
             out["interrupted"] = True
+        if self.reason is not None:
+            out["failed"] = True
+            out["reason"] = self.reason
         return out
 
 
-def run_phase(phase: Phase, run_dir: Path, children: Children) -> Phase:
+WAIT_S = 0.5
+"""How often a running phase looks whether the capture must stop (a full disk in a thread)."""
+
+
+def run_phase(
+    phase: Phase,
+    run_dir: Path,
+    children: Children,
+    *,
+    halt: Halt | None = None,
+    errors: Callable[[], int | None] | None = None,
+) -> Phase:
     """Run one phase to its end and append its record to ``phases.jsonl``.
 
     A Ctrl-C while it runs stops the client, records the phase as interrupted and goes on
-    up as ``KeyboardInterrupt``.
+    up as ``KeyboardInterrupt``; so does ``halt`` being set (as ``CaptureError``). ``errors``
+    counts failed ``/metrics`` scrapes (None: there is no ``/metrics``): the phase records how
+    many it saw.
     """
     logs = run_dir / CLIENT_LOGS
     logs.mkdir(exist_ok=True)
     before = _lines(run_dir / BENCH_FILE)
+    errors_before = errors() if errors is not None else None
     with (logs / f"bench-c{phase.concurrency}.log").open("ab") as out:
         phase.start = iso(now())
         proc = children.start(phase.command, stdout=out, stderr=subprocess.STDOUT)
         try:
-            phase.exit_code = proc.wait()
+            phase.exit_code = _wait(proc, halt)
         except BaseException:
             phase.interrupted = True
             children.stop(proc)
             raise
         finally:
             phase.end = iso(now())
-            phase.results = max(0, _lines(run_dir / BENCH_FILE) - before)
+            added = _results(run_dir / BENCH_FILE, before)
+            phase.results = len(added)
+            said = [r["completed"] for r in added if _count(r.get("completed"))]
+            phase.completed = sum(said) if said and len(said) == len(added) else None
+            errors_after = errors() if errors is not None else None
+            if errors_before is not None and errors_after is not None:
+                phase.metrics_errors = errors_after - errors_before
+            phase.metrics_missing = errors is not None and errors_after is None
+            if not phase.interrupted:
+                phase.reason = _failure(phase)
             append_record(run_dir / PHASE_FILE, phase.record())
             children.stop(proc)
     return phase
+
+
+def _wait(proc: subprocess.Popen[Any], halt: Halt | None) -> int:
+    while True:
+        try:
+            return proc.wait(WAIT_S if halt is not None else None)
+        except subprocess.TimeoutExpired:
+            if halt is not None and halt.is_set():
+                raise CaptureError("the capture was stopped") from None
+
+
+def _failure(phase: Phase) -> str | None:
+    """Why a finished phase failed: its benchmark's exit code, or no request completed."""
+    if phase.exit_code != 0:
+        return f"exit {phase.exit_code}"
+    if phase.completed == 0:
+        return f"0 of {phase.num_prompts} requests completed: is the server still up?"
+    return None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _results(path: Path, before: int) -> list[dict[str, Any]]:
+    """The result lines after the first ``before`` (JSON objects; others count as empty)."""
+    try:
+        with path.open("rb") as f:
+            lines = [line for line in f if line.strip()][before:]
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            record = None
+        out.append(record if isinstance(record, dict) else {})
+    return out
 
 
 def append_record(path: Path, record: dict[str, Any]) -> None:

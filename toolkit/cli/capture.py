@@ -2,21 +2,28 @@
 
 Follows the server log from now on, samples the GPUs, scrapes ``/metrics`` every second, asks
 ``/server_info`` before and after each phase, runs one benchmark per concurrency and writes the
-phases' times, then ``run.toml``. Progress goes to stderr. Exit codes: 0 the sweep ran through;
-1 a phase failed (the sweep stopped there); 2 bad input (no server, a used directory); 130
-stopped by Ctrl-C or SIGTERM. Every exit leaves a valid run directory and no child running.
+phases' times, then ``run.toml``. Before recording anything it checks the server, the
+benchmark and the log source, and names every problem (one line each). Progress goes to
+stderr. Exit codes: 0 the sweep ran through; 1 a phase failed (its benchmark failed, or no
+request completed: the sweep stopped there) or the disk filled up (one error line); 2 bad input
+(nothing recorded); 130 stopped by Ctrl-C or SIGTERM; 129 stopped by SIGHUP (a closed terminal
+or ssh link). A second signal while stopping is ignored. Every exit leaves a valid run
+directory and no child running.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 from types import FrameType
 
 from toolkit.capture import CaptureOptions, capture
+from toolkit.capture.session import STOP_SIGNALS
 from toolkit.cli.options import add_output, add_quiet
-from toolkit.errors import ToolkitError
+from toolkit.cli.output import fail
+from toolkit.errors import CaptureError, ToolkitError
 
 NAME = "capture"
 HELP = "record a run directory from a live SGLang server: log, GPUs, metrics, a sweep"
@@ -106,28 +113,52 @@ def run(args: argparse.Namespace) -> int:
 
     def say(line: str) -> None:
         if not args.quiet:
-            print(f"capture: {line}", file=sys.stderr, flush=True)
+            with contextlib.suppress(OSError):  # a terminal gone with SIGHUP
+                print(f"capture: {line}", file=sys.stderr, flush=True)
 
-    # Ctrl-C and SIGTERM stop the capture, even where SIGINT came in ignored (a job started
-    # in the background by a script).
-    stops = (signal.SIGINT, signal.SIGTERM)
-    previous = {s: signal.signal(s, _interrupt) for s in stops}
+    # Ctrl-C, SIGTERM and SIGHUP stop the capture, even where SIGINT came in ignored (a job
+    # started in the background by a script); a second one while it stops changes nothing.
+    stop = _Stop()
+    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
     try:
         result = capture(options, say)
     except KeyboardInterrupt:  # before anything was started or written
         say("interrupted before the capture started")
-        return 130
+        return stop.exit_code
+    except CaptureError as e:  # nothing recorded: every problem on a line of its own
+        for problem in str(e).splitlines():
+            fail(problem)
+        return 2
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
     say(f"wrote {result.run_dir}: {', '.join(result.files)}")
+    if result.error is not None:
+        with contextlib.suppress(OSError):
+            fail(f"capture stopped: {result.error}")
+        return 1
     if result.interrupted:
-        return 130
+        return stop.exit_code
     return 0 if result.failed is None else 1
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
+class _Stop:
+    """The signal handler: the first signal stops the capture (``KeyboardInterrupt``), later
+    ones are ignored so the cleanup runs to its end."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:
+            return
+        self.signum = signum
+        raise KeyboardInterrupt
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number for SIGHUP; 130 for Ctrl-C and SIGTERM (as before)."""
+        return 129 if self.signum == signal.SIGHUP else 130
 
 
 def _concurrency(text: str) -> tuple[int, ...]:

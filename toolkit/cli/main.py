@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from types import ModuleType
 
 from toolkit._version import __version__
@@ -88,7 +89,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 done, 1 partly done: an input among
     several unreadable, a failed notebook cell or capture phase; 2 bad input; 3 ``diagnose
-    --fail-on`` found a finding that severe; 130 ``capture`` stopped early)."""
+    --fail-on`` found a finding that severe; 130 ``capture`` stopped early, 129 by SIGHUP)."""
+    warnings.formatwarning = _warning_line
     words = sys.argv[1:] if argv is None else argv
     named = words[0] if words and words[0] in COMMAND_NAMES else None
     args = build_parser(only=named).parse_args(words)
@@ -109,6 +111,22 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as e:  # a file that vanished or an output that cannot be written
         where = f"{e.filename}: " if e.filename else ""
         return fail(f"{where}{(e.strerror or str(e)).lower()}")
+
+
+_python_warning = warnings.formatwarning
+
+
+def _warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    line: str | None = None,
+) -> str:
+    """ppscope's own warnings as one line, without the source line Python adds."""
+    if category.__module__.startswith("toolkit."):
+        return f"ppscope: warning: {message}\n"
+    return _python_warning(message, category, filename, lineno, line)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,14 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.scaling import crossover, knee, scaling_gap, scaling_table, unlike
+from toolkit.analyze.scaling import (
+    crossover,
+    failed_runs,
+    knee,
+    scaling_gap,
+    scaling_table,
+    unlike,
+)
 from toolkit.analyze.servers import split_servers
 from toolkit.cli.accounting import account, account_lines
 from toolkit.cli.options import add_json, add_output, add_quiet
@@ -133,11 +140,23 @@ def scaling_report(results: BenchResults, missing: Sequence[str] = ()) -> dict[s
         ],
         "crossover": _round(cross, 2),
         "knee": knees,
-        "notes": unlike(_facts(runs)),
+        "notes": unlike(_facts(runs)) + _failed_note(runs),
         "inputs": inputs,
     }
     text = "\n".join([_text(results, table, gap, cross, knees, inputs), *document["notes"]])
     return {"json": document, "text": text}
+
+
+def _failed_note(runs: pl.DataFrame) -> list[str]:
+    """A note naming the runs left out because no request completed in them."""
+    failed = failed_runs(runs)
+    if not failed.height:
+        return []
+    where = ", ".join(
+        f"{r['source']}:{r['lineno']}" if r.get("lineno") is not None else str(r["source"])
+        for r in failed.iter_rows(named=True)
+    )
+    return [f"left out {_plural(failed.height, 'run')} in which no request completed: {where}"]
 
 
 def _facts(runs: pl.DataFrame) -> dict[str, dict[str, str | None]]:

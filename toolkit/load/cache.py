@@ -7,6 +7,14 @@ first built); without ``fcntl`` the first rename wins and the loser's copy is dr
 
 The key is the file's size, modification time and a content fingerprint (a digest of its head,
 tail and evenly spaced blocks: cheap for multi-GB files), plus the version of what typed it.
+An entry checks itself on every reuse: the manifest carries a checksum of itself and of each
+piece (a piece must be a regular file of the recorded size and checksum, tested with ``stat``
+before it is opened), and a checksum of each MiB of the input as it was when the entry was
+built. An input up to ``WHOLE_CHECK`` bytes is checked whole; a larger one at its first and
+last block and ``CHECKED_BLOCKS`` blocks drawn at random each time, so an edit that keeps size
+and mtime is caught at once when small and, when large, with growing certainty over reuses.
+An entry that fails a check is rebuilt with a ``CacheWarning``. A full disk while an entry is
+written means running without the cache, with one ``CacheWarning``.
 The cache directory is ``.ppscope-cache`` beside the input, else ``~/.cache/ppscope``; after
 each build its entries are evicted, least recently used first, down to ``PPSCOPE_CACHE_MAX``
 bytes (default 20 GB; ``500M``, ``2G`` and plain byte counts are understood).
@@ -18,14 +26,19 @@ from, and clear it with ``ppscope cache clear``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import socket
+import stat
 import time
 import uuid
+import warnings
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +62,18 @@ _OLD_LAYOUT = re.compile(
 _SAMPLES = 16
 _BLOCK = 4 << 10
 _END = 64 << 10
+CONTENT_BLOCK = 1 << 20
+"""Bytes of input per content checksum."""
+WHOLE_CHECK = 64 << 20
+"""An input up to this size is checked whole on each reuse of its entry."""
+CHECKED_BLOCKS = 16
+"""Blocks of a larger input checked on each reuse, besides its first and last."""
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+_warned_full = False
+
+
+class CacheWarning(UserWarning):
+    """The cache could not be used as it is: an entry rebuilt, or running without the cache."""
 
 
 def user_cache() -> Path:
@@ -137,11 +162,144 @@ def publish(tmp: Path, entry: Path) -> None:
 
 
 def read_manifest(entry: Path) -> dict[str, Any] | None:
+    """The manifest of an entry when it is a regular file whose checksum matches; else None."""
     try:
-        manifest = json.loads((entry / MANIFEST).read_text())
-    except (OSError, ValueError):
+        data = regular_bytes(entry / MANIFEST, 16 << 20)
+        manifest = json.loads(data)
+    except (OSError, ValueError, RecursionError):
         return None
-    return manifest if isinstance(manifest, dict) else None
+    if not isinstance(manifest, dict) or manifest.get("checksum") != _checksum(manifest):
+        return None
+    return manifest
+
+
+def manifest_altered(entry: Path) -> bool:
+    """Whether the entry holds a readable manifest whose checksum does not match (an edit)."""
+    try:
+        manifest = json.loads(regular_bytes(entry / MANIFEST, 16 << 20))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("checksum") != _checksum(manifest)
+
+
+def write_manifest(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Write ``manifest`` with its checksum, through a temporary file renamed into place."""
+    sealed = {k: v for k, v in manifest.items() if k != "checksum"}
+    sealed["checksum"] = _checksum(sealed)
+    tmp = directory / f"{MANIFEST}.tmp"
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write(json.dumps(sealed))
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(directory / MANIFEST)
+    return sealed
+
+
+def _checksum(manifest: dict[str, Any]) -> str:
+    body = {k: v for k, v in manifest.items() if k != "checksum"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def regular_bytes(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; anything else (a FIFO, a
+    device, a directory, a larger file) is an ``OSError`` and is never opened for reading."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+        raise OSError(errno.EINVAL, "not a cache file", str(path))
+    with _open_regular(path, st) as f:
+        return f.read(limit + 1)[:limit]
+
+
+def piece_facts(path: Path) -> dict[str, Any]:
+    """Size and checksum of a written piece (the whole file): a reader checks both, so a cut,
+    missing, replaced or foreign piece is never read as this one. A piece that is not a
+    regular file is an ``OSError`` before it is opened."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    digest = hashlib.sha256()
+    with _open_regular(path, st) as f:
+        while block := f.read(CONTENT_BLOCK):
+            digest.update(block)
+    return {"bytes": st.st_size, "sha256": digest.hexdigest()[:32]}
+
+
+def _open_regular(path: Path, st: os.stat_result) -> Any:
+    """Open a file ``stat`` called regular, refusing one swapped in since (non-blocking, so a
+    FIFO put in its place cannot hang the open)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    now = os.fstat(fd)
+    if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "replaced while opened", str(path))
+    return os.fdopen(fd, "rb")
+
+
+def content_blocks(path: Path) -> dict[str, Any]:
+    """The input's size and a CRC-32 of each ``CONTENT_BLOCK`` bytes, recorded at build."""
+    sums = []
+    buffer = bytearray(CONTENT_BLOCK)
+    view = memoryview(buffer)
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        while n := f.readinto(buffer):
+            sums.append(zlib.crc32(view[:n]))
+    return {"bytes": size, "block": CONTENT_BLOCK, "crc32": sums}
+
+
+def same_content(path: Path, recorded: Any) -> bool:
+    """Whether ``path`` still holds what ``content_blocks`` recorded: every block when the
+    input is at most ``WHOLE_CHECK`` bytes, else the first, the last and ``CHECKED_BLOCKS``
+    drawn at random."""
+    if not isinstance(recorded, dict):
+        return False
+    sums, block, size = recorded.get("crc32"), recorded.get("block"), recorded.get("bytes")
+    if not isinstance(sums, list) or not isinstance(block, int) or block <= 0:
+        return False
+    try:
+        if path.stat().st_size != size or len(sums) != -(-size // block):
+            return False
+        wanted = range(len(sums))
+        if size > WHOLE_CHECK:
+            middle = random.sample(range(1, len(sums) - 1), min(CHECKED_BLOCKS, len(sums) - 2))
+            wanted = sorted({0, len(sums) - 1, *middle})
+        with path.open("rb") as f:
+            for k in wanted:
+                f.seek(k * block)
+                if zlib.crc32(f.read(block)) != sums[k]:
+                    return False
+    except OSError:
+        return False
+    return True
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether an error is a full disk or quota (an ``OSError``, or polars' Parquet writer
+    reporting the OS error in its text)."""
+    if isinstance(error, OSError):
+        return error.errno in _DISK_FULL
+    text = str(error)
+    return any(f"os error {n})" in text for n in _DISK_FULL) or "No space left" in text
+
+
+def warn_disk_full(root: Path, error: BaseException) -> None:
+    """One ``CacheWarning`` per process: the cache could not be written, ppscope goes on
+    without it."""
+    global _warned_full
+    if _warned_full:
+        return
+    _warned_full = True
+    quota = (isinstance(error, OSError) and error.errno == errno.EDQUOT) or "os error 122)" in str(
+        error
+    )
+    reason = "disk quota exceeded" if quota else "no space left on device"
+    warnings.warn(f"{root}: {reason}; running without the cache", CacheWarning, stacklevel=3)
+
+
+def warn_rebuilt(entry: Path, why: str) -> None:
+    """A ``CacheWarning`` that a damaged or altered entry is rebuilt."""
+    warnings.warn(f"{entry}: {why}; rebuilt", CacheWarning, stacklevel=3)
 
 
 def touch(entry: Path) -> None:

@@ -10,7 +10,6 @@ must see every line to raise).
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 from collections.abc import Callable
 from functools import cache
@@ -37,21 +36,28 @@ def cached_part(path: Path, fmt: str, options: Options, read: Callable[[], Part]
     version = _version(fmt, options)
     key = cache_io.entry_key(path, version)
     entry = root / f"{path.name}.{key}"
-    found = _load(entry, key, options.source)
+    found = _load(entry, key, path, options.source)
     if found is not None:
         cache_io.touch(entry)
         return found
+    if entry.exists() and cache_io.manifest_altered(entry):
+        cache_io.warn_rebuilt(entry, f"{cache_io.MANIFEST} was edited (checksum mismatch)")
     part = read()
-    with cache_io.locked(root, entry):
-        if _load(entry, key, options.source) is None:
-            tmp = cache_io.temp_entry(root, entry)
-            try:
-                _write(tmp, part, key, version, path)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            cache_io.publish(tmp, entry)
-    cache_io.sweep(root, keep=entry)
+    try:
+        with cache_io.locked(root, entry):
+            if _load(entry, key, path, options.source) is None:
+                tmp = cache_io.temp_entry(root, entry)
+                try:
+                    _write(tmp, part, key, version, path)
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+                cache_io.publish(tmp, entry)
+        cache_io.sweep(root, keep=entry)
+    except (OSError, pl.exceptions.PolarsError) as e:
+        if not cache_io.is_disk_full(e):
+            raise
+        cache_io.warn_disk_full(root, e)
     return part
 
 
@@ -60,28 +66,34 @@ def _write(out: Path, part: Part, key: str, version: str, path: Path) -> None:
     for name in _TABLES:
         file = out / f"{name}.parquet"
         getattr(part, name).write_parquet(file, compression="lz4")
-        pieces.append({"name": file.name, **_facts(file)})
+        pieces.append({"name": file.name, **cache_io.piece_facts(file)})
     manifest = {
         "format": _FORMAT,
         "key": key,
         "version": version,
-        "source": {"path": str(path)},
+        "source": {"path": str(path), "content": cache_io.content_blocks(path)},
         "trace_format": part.format,
         "lines": part.lines,
         "notes": list(part.notes),
         "metric_lines": part.metric_lines,
         "pieces": pieces,
     }
-    (out / cache_io.MANIFEST).write_text(json.dumps(manifest))
+    cache_io.write_manifest(out, manifest)
 
 
-def _load(entry: Path, key: str, source: str) -> Part | None:
+def _load(entry: Path, key: str, path: Path, source: str) -> Part | None:
     manifest = cache_io.read_manifest(entry)
     if manifest is None or manifest.get("format") != _FORMAT or manifest.get("key") != key:
         return None
     try:
+        if not cache_io.same_content(path, manifest["source"]["content"]):
+            return None
         for piece in manifest["pieces"]:
-            if _facts(entry / piece["name"]) != {k: piece[k] for k in ("bytes", "footer")}:
+            if piece["name"] not in {f"{t}.parquet" for t in _TABLES}:
+                return None
+            if cache_io.piece_facts(entry / piece["name"]) != {
+                k: piece[k] for k in ("bytes", "sha256")
+            }:
                 return None
         tables = {}
         for name in _TABLES:
@@ -101,13 +113,6 @@ def _load(entry: Path, key: str, source: str) -> Part | None:
         )
     except (OSError, KeyError, TypeError, pl.exceptions.PolarsError):
         return None
-
-
-def _facts(file: Path) -> dict[str, object]:
-    size = file.stat().st_size
-    with file.open("rb") as f:
-        f.seek(max(0, size - (64 << 10)))
-        return {"bytes": size, "footer": hashlib.sha256(f.read()).hexdigest()[:32]}
 
 
 def _version(fmt: str, options: Options) -> str:

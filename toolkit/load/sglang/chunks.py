@@ -11,7 +11,6 @@ independent: threads, processes or Dask workers may type them in any order.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 import threading
 import time
@@ -24,6 +23,7 @@ import polars as pl
 
 from toolkit.load import compression
 from toolkit.load import text as lines_io
+from toolkit.load.cache import piece_facts
 from toolkit.load.sglang.batch_line import KEY_COLUMN, parse_batch_message
 from toolkit.load.sglang.plan import (
     ODD_TEXT,
@@ -38,7 +38,6 @@ from toolkit.schema.sglang import BATCHES
 
 CHUNK_BYTES = 12 << 20
 """Bytes of a file typed at once: memory per worker is a small multiple of this."""
-FOOTER_BYTES = 64 << 10
 _YEAR = re.compile(r"\[(\d{4})-\d\d-\d\d \d\d:\d\d:\d\d")
 _OFFSET_STEP_S = 900  # wrapper-to-SGLang clock offsets are whole quarter hours (time zones)
 
@@ -90,12 +89,12 @@ def type_chunk(job: Job, chunk: lines_io.Chunk, first_lineno: int, out: Path) ->
     if chunk.index:  # the first piece holds every column: it gives the store's schema
         typed = typed.select(c.name for c in typed.iter_columns() if c.null_count() < c.len())
     typed.write_parquet(out / name, compression="lz4", statistics=True)
-    piece = {"name": name, "rows": typed.height, **file_facts(out / name)}
+    piece = {"name": name, "rows": typed.height, **piece_facts(out / name)}
     fix_piece = None
     if fix is not None:  # the first chunk's always exists: it gives the schema
         fix_name = f"fix-{chunk.index:05d}.parquet"
         fix.write_parquet(out / fix_name, compression="lz4")
-        fix_piece = {"name": fix_name, "rows": fix.height, **file_facts(out / fix_name)}
+        fix_piece = {"name": fix_name, "rows": fix.height, **piece_facts(out / fix_name)}
     return {
         "index": chunk.index,
         "first_lineno": first_lineno,
@@ -176,16 +175,6 @@ def _wait_for_lane() -> None:
 def empty_chunk() -> lines_io.Chunk:
     """The chunk of an empty file: typed like any other, so the store has its schema."""
     return lines_io.Chunk(0, b"", 0, {})
-
-
-def file_facts(path: Path) -> dict[str, Any]:
-    """Size and a digest of the footer of a written piece: a reader checks both, so a cut,
-    missing or foreign piece is never read as this one."""
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        f.seek(max(0, size - FOOTER_BYTES))
-        footer = f.read()
-    return {"bytes": size, "footer": hashlib.sha256(footer).hexdigest()[:32]}
 
 
 def merge_stats(chunks: list[dict[str, Any]]) -> dict[str, Any]:

@@ -2,11 +2,11 @@
 
 The file is read in byte-range chunks, each typed into its own piece by a pool of threads
 (``chunks``), so memory stays bounded by a few chunks whatever the file's size, and both cores
-work. The manifest (written last) lists the pieces with their sizes and footer digests and
-holds what the pass learned: wrapper, counts per kind, odd lines, clock offset, rank and header
-texts. A store lives in the cache (``toolkit.load.cache``: keyed by the file's size, mtime and
-content fingerprint and by ``store_version``), in a dataset written by ``ppscope ingest``, or in
-a temporary directory; it is read back the same way from each.
+work. The manifest (written last, with a checksum of itself) lists the pieces with their sizes
+and checksums and holds what the pass learned: wrapper, counts per kind, odd lines, clock
+offset, rank and header texts. A store lives in the cache (``toolkit.load.cache``: keyed by the
+file's size, mtime and content fingerprint and by ``store_version``), in a dataset written by
+``ppscope ingest``, or in a temporary directory; it is read back the same way from each.
 
 ``store_version`` is what an entry depends on besides its input: the declared columns the store
 writes, the source of the code that types them, and the ppscope and polars versions. A changed
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -32,13 +31,13 @@ from typing import Any
 import polars as pl
 
 from toolkit._version import __version__
+from toolkit.errors import ToolkitError
 from toolkit.load import cache as cache_io
 from toolkit.load import text as lines_io
 from toolkit.load.sglang.chunks import (
     CHUNK_BYTES,
     Job,
     empty_chunk,
-    file_facts,
     file_job,
     lane_loading,
     merge_stats,
@@ -52,7 +51,12 @@ WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 
 class StoreError(Exception):
-    """A store that is missing, damaged or written by other code (rebuilt, or reported)."""
+    """A store that is missing, damaged or written by other code (rebuilt, or reported);
+    ``altered`` when its files were changed after it was written (a rebuild is noted)."""
+
+    def __init__(self, message: str, *, altered: bool = False) -> None:
+        super().__init__(message)
+        self.altered = altered
 
 
 @dataclass(frozen=True)
@@ -109,12 +113,31 @@ def open_store(
     root = cache_io.cache_dir(path) if cache else None
     if root is None:
         out = Path(tempfile.mkdtemp(prefix=f"{path.name}.", suffix=".store", dir=workdir))
-        build_store(path, out, chunk_bytes=chunk_bytes, workers=workers)
+        try:
+            build_store(path, out, chunk_bytes=chunk_bytes, workers=workers)
+        except (OSError, pl.exceptions.PolarsError) as e:
+            shutil.rmtree(out, ignore_errors=True)
+            if cache_io.is_disk_full(e):
+                raise ToolkitError(
+                    f"{path}: no space left on device for its typed lines (in {workdir})"
+                ) from None
+            raise
         return read_store(out)
+    try:
+        return _open_cached(path, root, chunk_bytes=chunk_bytes, workers=workers)
+    except (OSError, pl.exceptions.PolarsError) as e:
+        if not cache_io.is_disk_full(e):
+            raise
+        cache_io.warn_disk_full(root, e)
+    return open_store(path, workdir, False, chunk_bytes=chunk_bytes, workers=workers)
+
+
+def _open_cached(path: Path, root: Path, *, chunk_bytes: int, workers: int) -> Store:
+    """The store of ``path`` from the cache in ``root``, built and published when missing."""
     key = cache_io.entry_key(path, store_version())
     entry = cache_io.entry_path(root, path, key)
-    for _ in range(3):  # an entry evicted or replaced by another process just now: again
-        found = _cached(entry, key, path)
+    for attempt in range(3):  # an entry evicted or replaced by another process just now: again
+        found = _cached(entry, key, path, note=not attempt)
         if found is not None:
             return found
         with cache_io.locked(root, entry):
@@ -133,25 +156,36 @@ def open_store(
     return read_store(entry, key=key, path=str(path))
 
 
-def _cached(entry: Path, key: str, path: Path) -> Store | None:
+def _cached(entry: Path, key: str, path: Path, *, note: bool = False) -> Store | None:
+    """The entry's store when whole and current; ``note``: warn when its files were altered
+    (it is then rebuilt)."""
     try:
         store = read_store(entry, key=key, path=str(path))
-    except StoreError:
+    except StoreError as e:
+        if note and entry.exists() and (e.altered or cache_io.manifest_altered(entry)):
+            cache_io.warn_rebuilt(entry, str(e).replace(f"{entry}/", "").replace(f"{entry}: ", ""))
         return None
     cache_io.touch(entry)
     return store
 
 
 def read_store(directory: Path, *, key: str | None = None, path: str | None = None) -> Store:
-    """The store in ``directory``, verified: every piece present with the size and footer the
-    manifest records, written by this version of the code (and for ``key`` when given)."""
+    """The store in ``directory``, verified: the manifest's checksum, every piece a regular
+    file with the size and checksum the manifest records, written by this version of the code
+    (and, for ``key`` and ``path`` when given, for that input as it still is)."""
     manifest = cache_io.read_manifest(directory)
     if manifest is None:
+        if cache_io.manifest_altered(directory):
+            raise StoreError(f"{directory}: {cache_io.MANIFEST} was edited (checksum mismatch)")
         raise StoreError(f"{directory}: no readable {cache_io.MANIFEST}")
     if manifest.get("format") != FORMAT or manifest.get("version") != store_version():
         raise StoreError(f"{directory}: written by another version of ppscope")
     if key is not None and manifest.get("key") != key:
         raise StoreError(f"{directory}: written for another input")
+    source = manifest.get("source")
+    content = source.get("content") if isinstance(source, dict) else None
+    if key is not None and path is not None and not cache_io.same_content(Path(path), content):
+        raise StoreError(f"{directory}: the input changed since (same size and time)")
     try:
         pieces = [_piece(directory, p) for p in manifest["pieces"]]
         fixes = [_piece(directory, p) for p in manifest["fixes"]]
@@ -175,13 +209,22 @@ def read_store(directory: Path, *, key: str | None = None, path: str | None = No
 
 
 def _piece(directory: Path, piece: dict[str, Any]) -> Path:
-    path = directory / piece["name"]
+    path = directory / str(piece["name"])
+    if path.parent != directory:
+        raise StoreError(f"{path}: outside its entry", altered=True)
     try:
-        facts = file_facts(path)
+        size = os.stat(path).st_size
     except OSError:
-        raise StoreError(f"{path}: missing") from None
-    if facts != {"bytes": piece["bytes"], "footer": piece["footer"]}:
-        raise StoreError(f"{path}: not the piece the manifest lists (cut or replaced)")
+        raise StoreError(f"{path}: missing", altered=True) from None
+    if size != piece["bytes"]:
+        why = f"{size} bytes, not {piece['bytes']} (cut or replaced)"
+        raise StoreError(f"{path}: {why}", altered=True)
+    try:
+        facts = cache_io.piece_facts(path)
+    except OSError:
+        raise StoreError(f"{path}: not a regular file", altered=True) from None
+    if facts != {"bytes": piece["bytes"], "sha256": piece["sha256"]}:
+        raise StoreError(f"{path}: not the piece the manifest lists (checksum)", altered=True)
     return path
 
 
@@ -233,7 +276,13 @@ def write_manifest(
     stats = merge_stats(sorted(chunks, key=lambda c: c["index"]))
     try:
         st = path.stat()
-        source = {"path": str(path), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+        source: dict[str, Any] = {
+            "path": str(path),
+            "bytes": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+        }
+        if key is not None:  # a cache entry: checked against the input on each reuse
+            source["content"] = cache_io.content_blocks(path)
     except OSError:
         source = {"path": str(path)}
     manifest = {
@@ -246,10 +295,7 @@ def write_manifest(
         **stats,
         "offset": round_offset(stats["offset"]),
     }
-    tmp = out / f"{cache_io.MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest))
-    tmp.replace(out / cache_io.MANIFEST)
-    return manifest
+    return cache_io.write_manifest(out, manifest)
 
 
 def store_version() -> str:
