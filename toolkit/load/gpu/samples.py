@@ -19,6 +19,7 @@ import polars as pl
 
 from toolkit.load import compression
 from toolkit.load import text as lines_io
+from toolkit.load.gpu.caveats import part_caveats
 from toolkit.load.gpu.format import Loader, Options, Part, Summarizer
 from toolkit.schema.gpu import METRICS, SAMPLES, SKIPPED, UNAVAILABLE
 
@@ -40,6 +41,9 @@ class GpuTrace:
         source, field and text, with the first line where each appears.
     sources
         One dict per file: path, format, lines, sample_lines (lines read into samples), notes.
+    caveats
+        What each file's numbers should be read with (``toolkit.load.gpu.caveats``): sampling
+        stalls with their length, a header given rather than read.
     """
 
     def __init__(self, parts: list[Part], workdir: Path | None = None) -> None:
@@ -54,6 +58,7 @@ class GpuTrace:
             for p in parts
         ]
         self._parts = parts
+        self.caveats = tuple(c for p in parts for c in part_caveats(p))
         self.samples = combine([p.samples for p in parts])
         self.skipped = pl.concat([p.skipped for p in parts]).cast(dict(SKIPPED))
         self.unavailable = pl.concat([p.unavailable for p in parts]).cast(dict(UNAVAILABLE))
@@ -80,7 +85,8 @@ class GpuTrace:
         """Per file: path, format, lines, sample_lines, gpus (physical GPUs; ``mig_instances``
         too when the trace has any), samples, metrics, skipped (all non-sample lines:
         ``sample_lines + skipped == lines``), problems (those that are not headers or blank),
-        unavailable (cells), first_problems and notes — the shape of ``ppscope parse --json``."""
+        unavailable (cells), first_problems, notes and caveats — the shape of
+        ``ppscope parse --json``."""
         out = []
         for part, meta in zip(self._parts, self.sources, strict=True):
             df = part.samples
@@ -102,6 +108,7 @@ class GpuTrace:
                     .select("lineno", "reason", "line")
                     .to_dicts(),
                     "notes": meta["notes"],
+                    "caveats": [c.to_dict() for c in self.caveats if c.file == part.path],
                 }
             )
         return out
