@@ -43,11 +43,6 @@ KINDS: dict[str, tuple[str, str]] = {
         "GPU trace columns named by a header the loader did not read from the file (given "
         "fields over noheader rows): a wrong field list mislabels every column",
     ),
-    "reprinted-table": (
-        "gpu_busy",
-        "a GPU table re-printed by a tool (column -t, the default nvidia-smi table): column "
-        "boundaries were guessed from spacing",
-    ),
     "gateway-rename": (
         "stage_shares",
         "metrics scraped via a gateway that renames sglang:* to sglang_*: read as sglang:*",

@@ -248,8 +248,7 @@ def load_metrics(
     table, router, routed = split_router(table)
     listed, _, routed_untimed = split_router(listed)
     caveats = _merged([*renamed, *renamed_untimed, *routed, *routed_untimed])
-    notes = [*tally.notes(), *(c.text() for c in caveats)]
-    return Metrics(table, scrapes, notes, tuple(sources), listed, router, caveats)
+    return Metrics(table, scrapes, tally.notes(), tuple(sources), listed, router, caveats)
 
 
 def _merged(caveats: list[Caveat]) -> tuple[Caveat, ...]:
