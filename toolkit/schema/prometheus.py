@@ -20,9 +20,10 @@ KINDS: tuple[str, ...] = ("gauge", "counter", "histogram")
 RANK_LABELS: tuple[str, ...] = ("pp_rank", "tp_rank", "dp_rank")
 """Labels SGLang ≥ 0.4 puts on scheduler metrics; each becomes its own integer column."""
 
-WORKER_LABELS: tuple[str, ...] = ("worker_addr", "worker", "pid")
-"""Labels a gateway (``worker_addr``, ``worker``) or a multiprocess exporter (``pid``) adds: they
-name another server process, so series that differ in them are other ranks, never added up."""
+WORKER_LABELS: tuple[str, ...] = ("worker_addr", "worker", "endpoint_url", "pid")
+"""Labels a gateway (``worker_addr``, ``worker``), AIPerf's export (``endpoint_url``) or a
+multiprocess exporter (``pid``) adds: they name another server process, so series that differ
+in them are other ranks, never added up."""
 GATEWAY_PREFIX = "sglang_"
 """How gateways (sgl-router ``/engine_metrics``, SMG sidecars, some Dynamo and llm-d setups)
 spell SGLang's ``sglang:`` metrics."""

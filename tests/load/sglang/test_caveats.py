@@ -4,12 +4,16 @@ and the batch lines of mixed chunked prefill and speculative decoding."""
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
 import polars as pl
 from helpers import TEST_DATA
 
+from toolkit.diagnose.caveats import run_caveats
 from toolkit.load.sglang.caveats import log_caveats
 from toolkit.load.sglang.log import load_sglang_log
+from toolkit.run_analysis import RunAnalysis
 
 DATA = TEST_DATA / "sglang"
 
@@ -57,3 +61,20 @@ def test_time_only_stamps() -> None:
 def test_speculative_and_mixed_chunk_batch_lines() -> None:
     assert _kinds("v0.4.3-spec.log")["speculative"].count == 4
     assert _kinds("v0.2.15.log")["mixed-chunk"].count == 2
+
+
+def test_pp_speculative_and_mixed_batches_are_typed_and_stated(tmp_path: Path) -> None:
+    name = "v0.5.23-pp4-spec-mixed.log"
+    log = load_sglang_log(DATA / name, cache=False)
+    decode = log.batches.filter(pl.col("kind") == "decode")
+    assert decode.height == 12 and decode["complete"].all()
+    assert decode["extra"].null_count() == decode.height  # every field known
+    assert sorted(set(decode["accept_len"].to_list())) == [2.71, 2.81, 2.91]
+    assert sorted(set(decode["accept_rate"].to_list())) == [0.57, 0.6, 0.63]
+    mixed = log.batches.filter((pl.col("kind") == "prefill") & (pl.col("running_req") > 0))
+    assert mixed["pp"].to_list() == [0, 1, 2, 3]
+    # the lines show speculative decoding; only the launch arguments show mixed chunk
+    assert set(_kinds(name)) == {"speculative"}
+    shutil.copy(DATA / name, tmp_path / "server.log")
+    kinds = [c.kind for c in run_caveats(RunAnalysis(tmp_path))]
+    assert sorted(kinds) == ["mixed-chunk", "speculative"]
