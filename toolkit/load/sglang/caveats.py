@@ -31,16 +31,19 @@ _NOT_COMPARED = ("source", "lineno", "complete", "extra")
 
 def doubled_prefill(batches: pl.LazyFrame) -> pl.LazyFrame:
     """Per source, prefill lines that repeat the previous batch line of the same rank (same
-    time, same fields): ``source``, ``doubled``."""
+    time, same fields): ``source``, ``doubled``. Only prefill lines are hashed."""
     names = batches.collect_schema().names()
     ranks = [t for t in RANK_TAGS if t in names]
     fields = [c for c in names if c not in _NOT_COMPARED]
-    same = pl.struct(fields).hash()
     keys = ["source", *ranks]
-    marked = batches.sort("source", "lineno").with_columns(
-        _same=(same == same.shift(1).over(keys)) & (pl.col("kind") == "prefill")
+    ordered = batches.sort("source", "lineno").with_columns(
+        _i=pl.int_range(pl.len()).over(keys)  # place among the rank's batch lines
     )
-    return marked.group_by("source").agg(doubled=pl.col("_same").fill_null(False).sum())
+    same = pl.struct(fields).hash()
+    prefill = ordered.filter(pl.col("kind") == "prefill").with_columns(_h=same)
+    follows = pl.col("_i") == pl.col("_i").shift(1).over(keys) + 1
+    repeated = (pl.col("_h") == pl.col("_h").shift(1).over(keys)) & follows
+    return prefill.group_by("source").agg(doubled=repeated.fill_null(False).sum())
 
 
 def log_caveats(log: SGLangLog) -> list[Caveat]:
