@@ -93,7 +93,7 @@ def with_caveats(ctx: RunAnalysis, finding: Finding) -> Finding:
     return replace(
         finding,
         summary=f"{finding.summary} {notes}",
-        caveats=tuple(c.to_dict() for c in relevant),
+        caveats=tuple({**c.to_dict(), "file": _name(c.file)} for c in relevant),
     )
 
 

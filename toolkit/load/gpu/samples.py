@@ -12,6 +12,7 @@ import shutil
 import weakref
 from dataclasses import replace
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from toolkit.load import compression
 from toolkit.load import text as lines_io
 from toolkit.load.gpu.caveats import part_caveats
 from toolkit.load.gpu.format import Loader, Options, Part, Summarizer
+from toolkit.schema.caveats import Caveat
 from toolkit.schema.gpu import METRICS, SAMPLES, SKIPPED, UNAVAILABLE
 
 
@@ -58,7 +60,6 @@ class GpuTrace:
             for p in parts
         ]
         self._parts = parts
-        self.caveats = tuple(c for p in parts for c in part_caveats(p))
         self.samples = combine([p.samples for p in parts])
         self.skipped = pl.concat([p.skipped for p in parts]).cast(dict(SKIPPED))
         self.unavailable = pl.concat([p.unavailable for p in parts]).cast(dict(UNAVAILABLE))
@@ -67,6 +68,11 @@ class GpuTrace:
 
     def __repr__(self) -> str:
         return f"<GpuTrace {len(self.sources)} files: {self.samples.height} samples>"
+
+    @cached_property
+    def caveats(self) -> tuple[Caveat, ...]:
+        """What each file's numbers should be read with (computed on first use)."""
+        return tuple(c for p in self._parts for c in part_caveats(p))
 
     @property
     def metrics(self) -> list[str]:
