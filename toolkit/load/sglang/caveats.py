@@ -116,6 +116,7 @@ def _modes(batches: pl.LazyFrame) -> dict[str, dict[str, int]]:
         .agg(
             mixed=pl.col("mixed_running_req").is_not_null().sum(),
             accept=pl.col("accept_len").is_not_null().sum(),
+            accept_len=pl.col("accept_len").mean(),
         )
         .collect()
     )
@@ -143,7 +144,8 @@ def _mode_caveats(path: str, counts: dict[str, int] | None) -> list[Caveat]:
                 path,
                 counts["accept"],
                 detail=f"{counts['accept']} decode lines with accept len (speculative "
-                "decoding): a step emits about accept len tokens per request, not one",
+                f"decoding, mean {counts['accept_len']:.2f}): a step emits about that many "
+                "tokens per request, not one",
             )
         )
     return out
