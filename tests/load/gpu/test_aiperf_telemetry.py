@@ -4,14 +4,16 @@ traces: sampling stalls with their length, headers given or written by hand."""
 from __future__ import annotations
 
 import shutil
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
 from helpers.gpu_fixtures import GPU_DATA
+from hypothesis import given
+from hypothesis import strategies as st
 
-from toolkit.load.gpu.caveats import STALL_FACTOR
+from toolkit.load.gpu.caveats import STALL_FACTOR, STALL_MIN_S, sampling_stalls
 from toolkit.load.gpu.trace import load_gpu_trace, summarize_gpu_file
 from toolkit.load.run import load_run
 from toolkit.load.sniff import sniff
@@ -83,3 +85,35 @@ def test_given_and_hand_written_headers_are_caveats(tmp_path: Path) -> None:
     assert "by hand" in written.caveats[0].text()
     # nvidia-smi's own header names units: no caveat
     assert load_gpu_trace(GPU_DATA / "smi-nounits.csv", cache=False).caveats == ()
+
+
+@given(
+    interval=st.floats(0.05, 2.0),
+    polls=st.integers(12, 60),
+    at=st.integers(3, 9),
+    gap_polls=st.integers(0, 40),
+)
+def test_a_stall_is_found_exactly_when_the_gap_is_long(
+    interval: float, polls: int, at: int, gap_polls: int
+) -> None:
+    """Two GPUs polled every ``interval`` s, with ``gap_polls`` polls missing after poll
+    ``at``: a stall exactly when the gap passes the factor and the floor, with its length."""
+    start = datetime(2026, 5, 1, 10, 0, 0)
+    times = [k * interval for k in range(polls)]
+    times = [t if k <= at else t + gap_polls * interval for k, t in enumerate(times)]
+    samples = pl.DataFrame(
+        {
+            "gpu": [g for _ in times for g in (0, 1)],
+            "ts": [start + timedelta(seconds=t) for t in times for _ in (0, 1)],
+        },
+        schema={"gpu": pl.Int32, "ts": pl.Datetime("ms")},
+    )
+    stalls = sampling_stalls(samples)
+    gap = (gap_polls + 1) * interval
+    clear = gap > STALL_FACTOR * interval * 1.01 and gap >= STALL_MIN_S * 1.01
+    missed = gap < STALL_FACTOR * interval * 0.99 or gap < STALL_MIN_S * 0.99
+    if clear:
+        assert stalls.height == 1
+        assert stalls["gap_s"][0] == pytest.approx(gap, abs=0.002)
+    elif missed:
+        assert stalls.height == 0
