@@ -33,7 +33,7 @@ def test_diagnose_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
     found = doc["findings"]
     keys = [
         "id", "severity", "run", "launch", "title", "summary", "evidence", "remedy", "impact",
-        "impact_range", "recovers", "basis", "phase", "promise",
+        "impact_range", "recovers", "basis", "phase", "promise", "caveats",
     ]  # fmt: skip
     assert all(list(f) == keys for f in found)
     ranks = [SEVERITIES.index(f["severity"]) for f in found]

@@ -182,7 +182,7 @@ def test_json_shape_of_a_finding() -> None:
     d = found.to_dict()
     assert list(d) == [
         "id", "severity", "run", "launch", "title", "summary", "evidence", "remedy", "impact",
-        "impact_range", "recovers", "basis", "phase", "promise",
+        "impact_range", "recovers", "basis", "phase", "promise", "caveats",
     ]  # fmt: skip
     assert 0 <= d["impact"] <= 1 and d["basis"] in ("measured", "modelled", "assumed")
     low, high = d["impact_range"]

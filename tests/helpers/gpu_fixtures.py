@@ -32,6 +32,7 @@ EXPECTED: dict[str, tuple[str, int, int]] = {
     "exporter-3x-prof-timed.prom": ("dcgm-exporter", 2, 4),
     "exporter-mig.prom": ("dcgm-exporter", 2, 4),  # 3 MIG instances of GPU 2, and GPU 1
     "exporter-old-lowercase.prom": ("dcgm-exporter", 2, 2),
+    "aiperf-gpu-telemetry.jsonl": ("aiperf-gpu-telemetry", 4, 56),  # 2 hosts × 2 GPUs
 }
 OTHERS: dict[str, tuple[str, int]] = {
     "topo-2x1080ti.txt": ("nvidia-smi-topo", 2),

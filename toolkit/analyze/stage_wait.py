@@ -9,8 +9,9 @@ the stage's GPU ran forwards (``SGLANG_ENABLE_METRICS_DEVICE_TIMER``; named
 ``sglang:scheduler_stage_seconds_total{category}`` (SGLang ≥ 0.5.20) splits the scheduler loop
 into exclusive stages, among them ``recv_requests``, where a stage after the first blocks until
 the previous stage sends it the iteration's requests. Gauges give the share of scrapes at which
-the stage had requests running or queued. Ranks of one stage that all report (TP or DP ranks)
-are averaged.
+the stage had requests running or queued. Ranks of one stage that all report (TP or DP ranks,
+or the same stage of several workers behind a gateway, told apart by ``WORKER_LABELS``) are
+averaged, never added up.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from datetime import datetime
 import polars as pl
 
 from toolkit.schema import Column, schema_of
+from toolkit.schema.prometheus import WORKER_LABELS
 
 __all__ = ["MEASURES", "STAGE_SERIES", "STAGE_SHARES", "stage_share_series", "stage_wait_share"]
 
@@ -55,7 +57,14 @@ STAGE_SHARE_COLUMNS: tuple[Column, ...] = (
 )
 STAGE_SHARES = schema_of(STAGE_SHARE_COLUMNS)
 
-_RANK = ("pp_rank", "tp_rank", "dp_rank")
+_RANK = ("pp_rank", "tp_rank", "dp_rank", "worker")
+
+
+def _worker() -> pl.Expr:
+    """The process a series comes from beyond its ranks (``WORKER_LABELS``), "" when none."""
+    parts = [pl.col("labels").str.json_path_match(f"$.{k}") for k in WORKER_LABELS]
+    return pl.concat_str(parts, separator="|", ignore_nulls=True).fill_null("").alias("worker")
+
 
 STAGE_SERIES_COLUMNS: tuple[Column, ...] = (
     Column("ts", pl.Datetime("ms"), "end of the scrape interval"),
@@ -79,7 +88,7 @@ def stage_wait_share(metrics: pl.DataFrame, phases: pl.DataFrame | None = None) 
         ``phase``, ``start``, ``end`` per phase; None or empty: one row set (``phase`` null)
         over all the metrics hold. A counter's interval belongs to the phase its midpoint is in.
     """
-    staged = metrics.filter(pl.col("pp_rank").is_not_null())
+    staged = metrics.filter(pl.col("pp_rank").is_not_null()).with_columns(_worker())
     if not staged.height:
         return pl.DataFrame(schema=STAGE_SHARES)
     windows: list[tuple[int | None, datetime | None, datetime | None]] = [(None, None, None)]
@@ -138,7 +147,7 @@ def _gauge(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.group_by("pp_rank").agg(
         share=(pl.col("value") > 0).mean(),
         samples=pl.len(),
-        ranks=pl.struct("tp_rank", "dp_rank").n_unique(),
+        ranks=pl.struct("tp_rank", "dp_rank", "worker").n_unique(),
         category=pl.lit(None, _S),
         seconds=pl.lit(None, _F),
         wall_s=pl.lit(None, _F),
@@ -162,6 +171,7 @@ def stage_share_series(metrics: pl.DataFrame) -> pl.DataFrame:
             continue
         category = pl.col("labels").str.json_path_match("$.category") if split else None
         rows = rows.with_columns(
+            _worker(),
             category=category if category is not None else pl.lit(None, _S),
             share=pl.col("value") / pl.col("interval_s"),
         )

@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         document = {"files": files, "runs": [{**r, "phases": r["phases"].to_dicts()} for r in runs]}
         emit(to_json(document), args.output)
     else:
-        blocks = [describe(f) for f in files] + [describe_phases(r) for r in runs]
+        blocks = [describe(f) + _caveats(f) for f in files] + [describe_phases(r) for r in runs]
         emit("\n".join(blocks), args.output)
     for f in files:
         if f["format"] == "error":
@@ -349,6 +349,11 @@ def describe(f: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _caveats(f: dict[str, Any]) -> str:
+    """The caveats a loader met in the file, a line each (none: nothing)."""
+    return "".join(f"\n  caveat ({c['kind']}): {c['detail']}" for c in f.get("caveats") or [])
+
+
 def _launches(launches: list[dict[str, Any]]) -> list[str]:
     """A line or two per launch; past ``LAUNCHES_SHOWN``, the first and last few and a count."""
     if len(launches) <= LAUNCHES_SHOWN:
@@ -429,6 +434,10 @@ def _describe_metrics(f: dict[str, Any]) -> str:
             "listed as read (lifetime counters, no rates)",
             indent="  ",
         )
+    router = f.get("router")
+    if router:
+        workers = ", ".join(router["workers"]) or "no worker label"
+        lines += wrapped(f"router: {router['series']} series ({workers})", indent="  ")
     for note in f["notes"]:
         lines.append(f"  note: {note}")
     return "\n".join(lines)

@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from toolkit.diagnose.admission import queue_backlog, running_cap
+from toolkit.diagnose.caveats import with_caveats
 from toolkit.diagnose.coherence import input_mismatch
 from toolkit.diagnose.config import config_not_applied
 from toolkit.diagnose.cudagraph import cuda_graph_miss
@@ -134,7 +135,7 @@ def diagnose(
                 for _, rule in rules:
                     found = rule(unit)
                     if found is not None:
-                        found = with_measured_stages(unit, found)
+                        found = with_caveats(unit, with_measured_stages(unit, found))
                         unit.found.append(found)
                         findings.append(replace(found, run=ctx.label, launch=unit.launch_name))
     return rank(findings, [name for name, _ in rules])

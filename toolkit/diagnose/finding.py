@@ -102,6 +102,9 @@ class Finding:
         The promise checked against runs that applied the remedy: per run and concurrency the
         promised tok/s (with its range) beside the measured one; None when no such run was
         given.
+    caveats
+        Quirks of the inputs that touch a quantity the finding rests on (``Caveat.to_dict``
+        rows: kind, file, count, length_s, affects, detail).
     """
 
     id: str
@@ -119,6 +122,7 @@ class Finding:
     recovers: str | None = None
     launch: str | None = None
     promise: pl.DataFrame | None = field(default=None, repr=False, compare=False)
+    caveats: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -133,8 +137,9 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``ppscope diagnose --json``: id, severity, run, launch, title,
         summary, evidence (a list of row objects), remedy, impact with its range, basis and
-        ``recovers`` phrase, the phase it was sized at, and the promise checked against runs
-        that applied the remedy (a list of row objects, or None)."""
+        ``recovers`` phrase, the phase it was sized at, the promise checked against runs
+        that applied the remedy (a list of row objects, or None), and the caveats of the
+        inputs it rests on."""
         return {
             "id": self.id,
             "severity": self.severity,
@@ -152,6 +157,7 @@ class Finding:
             "basis": self.basis,
             "phase": self.phase,
             "promise": None if self.promise is None else _rows(self.promise),
+            "caveats": [dict(c) for c in self.caveats],
         }
 
 

@@ -20,6 +20,16 @@ KINDS: tuple[str, ...] = ("gauge", "counter", "histogram")
 RANK_LABELS: tuple[str, ...] = ("pp_rank", "tp_rank", "dp_rank")
 """Labels SGLang ≥ 0.4 puts on scheduler metrics; each becomes its own integer column."""
 
+WORKER_LABELS: tuple[str, ...] = ("worker_addr", "worker", "endpoint_url", "pid")
+"""Labels a gateway (``worker_addr``, ``worker``), AIPerf's export (``endpoint_url``) or a
+multiprocess exporter (``pid``) adds: they name another server process, so series that differ
+in them are other ranks, never added up."""
+GATEWAY_PREFIX = "sglang_"
+"""How gateways (sgl-router ``/engine_metrics``, SMG sidecars, some Dynamo and llm-d setups)
+spell SGLang's ``sglang:`` metrics."""
+ROUTER_PREFIX = "sgl_router_"
+"""sgl-router's own series: requests and latencies per worker, not an engine's."""
+
 _SERIES_LABELS: tuple[Column, ...] = (
     Column("pp_rank", _I32, "pipeline stage (label pp_rank); null when not labelled"),
     Column("tp_rank", _I32, "tensor-parallel rank (label tp_rank); null when not labelled"),

@@ -10,6 +10,7 @@ import pytest
 from helpers import TEST_DATA
 
 from toolkit.errors import ParseError
+from toolkit.load.bench.nvidia import read_json
 from toolkit.load.bench.results import load_bench, sniff_bench_format
 
 DATA = TEST_DATA / "bench"
@@ -145,3 +146,48 @@ def test_record_lines_must_all_be_records(tmp_path: Path) -> None:
     with pytest.raises(ParseError, match="not an AIPerf request record") as info:
         load_bench(path)
     assert info.value.lineno == 4
+
+
+def test_aiperf_0_8_csv_maps_every_printed_quantity() -> None:
+    path = AIPERF / "v0.8" / "profile_export_aiperf.csv"
+    assert b"\r\n" in path.read_bytes()
+    assert sniff_bench_format(path) == "genai-perf-csv"
+    (run,) = load_bench(path).runs.to_dicts()
+    assert (run["total_input_tokens"], run["total_output_tokens"]) == (327680, 80448)
+    assert (run["completed"], run["failed"]) == (320, 2)
+    assert run["output_tok_s"] == pytest.approx(1608.96)
+    assert run["duration_s"] == pytest.approx(50.0)
+    assert run["ttft_p99_ms"] == pytest.approx(1180.66)
+    assert run["tpot_median_ms"] == pytest.approx(18.5)
+    extra = json.loads(run["extra"])
+    # quantities with no column are kept by name, statistics the columns do not hold too
+    assert extra["time_to_second_token"] == pytest.approx(38.2)
+    assert extra["time_to_second_token_p99"] == pytest.approx(66.1)
+    assert extra["output_token_throughput_per_user_p50"] == pytest.approx(54.05)
+    assert extra["time_to_first_token_max"] == pytest.approx(1210.04)
+    assert extra["output_sequence_length_p99"] == pytest.approx(256.0)
+    assert not any(k.startswith("gpu_") for k in extra)  # the telemetry section is the GPU's
+
+
+def test_early_aiperf_json_keyed_by_display_name() -> None:
+    path = AIPERF / "display" / "profile_export_aiperf.json"
+    assert sniff_bench_format(path) == "aiperf-json"
+    (run,) = load_bench(path).runs.to_dicts()
+    assert run["concurrency"] == 32
+    assert run["request_per_s"] == pytest.approx(6.4)
+    assert run["ttft_p90_ms"] == pytest.approx(790.3)
+    assert run["tpot_mean_ms"] == pytest.approx(18.77)
+    assert (run["input_len"], run["output_len"]) == (1024.0, 251.4)
+    assert run["model"] == "Qwen/Qwen3-8B"
+    assert json.loads(run["extra"])["output_token_throughput_per_user"] == pytest.approx(53.27)
+
+
+def test_display_and_snake_case_names_read_alike() -> None:
+    display = json.loads((AIPERF / "display" / "profile_export_aiperf.json").read_text())
+    snake = {
+        "records": {k.lower().replace(" ", "_"): v for k, v in display["records"].items()},
+        "input_config": display["input_config"],
+    }
+    (a,) = read_json(Path("display.json"), display)
+    (b,) = read_json(Path("snake.json"), snake)
+    assert a.values == b.values and a.extra == b.extra

@@ -27,6 +27,8 @@ EXPECTED: dict[str, str | None] = {
     "aiperf/flat/profile_export_aiperf.csv": "genai-perf-csv",
     "aiperf/flat/profile_export_aiperf.json": "aiperf-json",
     "aiperf/records/profile_export_aiperf.json": "aiperf-json",
+    "aiperf/display/profile_export_aiperf.json": "aiperf-json",
+    "aiperf/v0.8/profile_export_aiperf.csv": "genai-perf-csv",
     "csv/custom-names.csv": None,
     "csv/not-bench.csv": None,
     "csv/seed.csv": "bench-csv",

@@ -24,12 +24,13 @@ def test_the_format_vocabulary_is_kept() -> None:
         "nvidia-smi-dmon",
         "dcgmi-dmon",
         "dcgm-exporter",
+        "aiperf-gpu-telemetry",
         "nvidia-smi-topo",
         "nvidia-smi-apps",
         "nvidia-smi-list",
     }
     assert set(trace_formats()) == {"nvidia-smi-csv", "nvidia-smi-dmon", "dcgmi-dmon",
-                                    "dcgm-exporter"}  # fmt: skip
+                                    "dcgm-exporter", "aiperf-gpu-telemetry"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(FORMATS))

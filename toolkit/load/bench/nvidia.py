@@ -53,10 +53,13 @@ _METRICS: dict[str, tuple[str, str]] = {
     "benchmark duration": ("duration_s", "seconds"),
     "total isl": ("total_input_tokens", "value"),
     "total osl": ("total_output_tokens", "value"),
+    "total input sequence length": ("total_input_tokens", "value"),  # AIPerf 0.8 display names
+    "total output sequence length": ("total_output_tokens", "value"),
     "total output tokens": ("total_output_tokens", "value"),
     "total input tokens": ("total_input_tokens", "value"),
 }
 _STATS = {"avg": "mean", "p50": "median", "p90": "p90", "p95": "p95", "p99": "p99", "std": "std"}
+_NOT_STATS = frozenset({"unit", "tag", "header", "count"})
 _NAME_UNIT = re.compile(r"^(?P<name>.*?)\s*(?:\((?P<unit>[^()]*)\))?\s*$")
 # Keys of the summary JSON that are not metrics.
 _NOT_METRICS = frozenset(
@@ -80,9 +83,7 @@ def read_csv(path: Path, text: str) -> list[Parsed]:
             continue
         if header is None or "gpu" in header or "endpoint" in header:
             continue  # telemetry, or a "=== GPU Telemetry ===" title
-        m = _NAME_UNIT.match(cells[0])
-        name = m.group("name").lower() if m else cells[0].lower()
-        unit = m.group("unit") if m else None
+        name, unit = _name_unit(cells[0])
         stats = {h: cells[i] for i, h in enumerate(header[1:], start=1) if i < len(cells)}
         if "value" in stats:
             stats = {"avg": stats["value"]}
@@ -113,15 +114,12 @@ def read_json_text(path: Path, text: str) -> list[Parsed]:
 def read_json(path: Path, obj: dict[str, Any]) -> list[Parsed]:
     """The one run of a GenAI-Perf or AIPerf summary JSON."""
     out = Parsed()
-    records = obj.get("records")
-    metrics = records if isinstance(records, dict) else obj
-    for key, entry in metrics.items():
+    for key, entry in _metric_entries(obj).items():
         if key in _NOT_METRICS or not isinstance(entry, dict):
             continue
+        name, printed_unit = _name_unit(key)
         unit = entry.get("unit")
-        _store_metric(
-            out, key.replace("_", " ").lower(), unit if isinstance(unit, str) else None, entry
-        )
+        _store_metric(out, name, unit if isinstance(unit, str) else printed_unit, entry)
     config = obj.get("input_config")
     config = config if isinstance(config, dict) else {}
     values = out.values
@@ -151,23 +149,63 @@ def read_json(path: Path, obj: dict[str, Any]) -> list[Parsed]:
     return [out]
 
 
+def _metric_entries(obj: dict[str, Any]) -> dict[str, Any]:
+    """The metric dicts of a summary JSON by name: flat, under ``records`` as a dict (keyed by
+    tag or, in early AIPerf, by display name), or as a list of dicts naming their ``tag``."""
+    records = obj.get("records")
+    if isinstance(records, dict):
+        return records
+    if isinstance(records, list):
+        named = {}
+        for entry in records:
+            if isinstance(entry, dict):
+                key = entry.get("tag") or entry.get("header")
+                if isinstance(key, str):
+                    named[key] = entry
+        if named:
+            return named
+    return obj
+
+
+def _name_unit(key: str) -> tuple[str, str | None]:
+    """A metric key as ``_METRICS`` names it: ``request_throughput`` and ``Request Throughput
+    (requests/sec)`` both read ``request throughput`` (the printed unit beside)."""
+    m = _NAME_UNIT.match(key.replace("_", " "))
+    if m is None:
+        return key.replace("_", " ").lower(), None
+    return " ".join(m.group("name").lower().split()), m.group("unit")
+
+
 def _store_metric(out: Parsed, name: str, unit: str | None, stats: dict[str, Any]) -> None:
+    """One metric: its mapped statistics into columns, every other one printed kept in
+    ``extra`` by name (``output_sequence_length_p99``)."""
     known = _METRICS.get(name)
+    key = name.replace(" ", "_")
+    stored: set[str] = set()
     if known is None:
         avg = num(stats.get("avg", stats.get("value")))
         if avg is not None:
-            out.extra[name.replace(" ", "_")] = avg
-        return
-    column, kind = known
-    if kind == "latency":
+            out.extra[key] = avg
+        stored = {"avg", "value"}
+    elif known[1] == "latency":
+        column = known[0]
         for stat, suffix in _STATS.items():
             if stat in stats and out.values.get(f"{column}_{suffix}_ms") is None:
                 out.values[f"{column}_{suffix}_ms"] = to_ms(stats[stat], unit)
-        return
-    value = num(stats.get("avg", stats.get("value")))
-    if kind == "seconds" and value is not None and (unit or "").lower() in ("ms",):
-        value /= 1e3
-    out.values[column] = value
+        stored = set(_STATS)
+    else:
+        column, kind = known
+        value = num(stats.get("avg", stats.get("value")))
+        if kind == "seconds" and value is not None and (unit or "").lower() in ("ms",):
+            value /= 1e3
+        out.values[column] = value
+        stored = {"avg", "value"}
+    for stat, raw in stats.items():
+        if stat in stored or stat in _NOT_STATS:
+            continue
+        value = num(raw)
+        if value is not None:
+            out.extra.setdefault(f"{key}_{stat}", value)
 
 
 def _iso(value: Any) -> datetime | None:
@@ -195,18 +233,20 @@ def is_aiperf(obj: dict[str, Any]) -> bool:
 
 
 def has_metric_dicts(obj: dict[str, Any]) -> bool:
-    """True when the object holds GenAI-Perf/AIPerf-style ``{metric: {"avg": ...}}`` entries."""
-    records = obj.get("records")
-    metrics = records if isinstance(records, dict) else obj
+    """True when the object holds GenAI-Perf/AIPerf-style ``{metric: {"avg": ...}}`` entries,
+    keyed by tag (``request_throughput``) or display name (``Request Throughput``)."""
+    wanted = {
+        "request throughput",
+        "output token throughput",
+        "time to first token",
+        "request latency",
+        "inter token latency",
+    }
     return any(
-        isinstance(metrics.get(key), dict) and ("avg" in metrics[key] or "p50" in metrics[key])
-        for key in (
-            "request_throughput",
-            "output_token_throughput",
-            "time_to_first_token",
-            "request_latency",
-            "inter_token_latency",
-        )
+        isinstance(entry, dict)
+        and ("avg" in entry or "p50" in entry)
+        and _name_unit(key)[0] in wanted
+        for key, entry in list(_metric_entries(obj).items())[:200]
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from toolkit.load.gpu.aiperf import AIPERF_TELEMETRY
 from toolkit.load.gpu.dcgmi import DCGMI_DMON
 from toolkit.load.gpu.dmon import NVIDIA_SMI_DMON
 from toolkit.load.gpu.exporter import DCGM_EXPORTER
@@ -28,6 +29,7 @@ FORMATS: dict[str, Format] = {
         NVIDIA_SMI_DMON,
         DCGMI_DMON,
         DCGM_EXPORTER,
+        AIPERF_TELEMETRY,
         NVIDIA_SMI_LIST,
         NVIDIA_SMI_TOPO,
         NVIDIA_SMI_APPS,

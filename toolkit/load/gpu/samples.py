@@ -12,6 +12,7 @@ import shutil
 import weakref
 from dataclasses import replace
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ import polars as pl
 
 from toolkit.load import compression
 from toolkit.load import text as lines_io
+from toolkit.load.gpu.caveats import part_caveats
 from toolkit.load.gpu.format import Loader, Options, Part, Summarizer
+from toolkit.schema.caveats import Caveat
 from toolkit.schema.gpu import METRICS, SAMPLES, SKIPPED, UNAVAILABLE
 
 
@@ -40,6 +43,9 @@ class GpuTrace:
         source, field and text, with the first line where each appears.
     sources
         One dict per file: path, format, lines, sample_lines (lines read into samples), notes.
+    caveats
+        What each file's numbers should be read with (``toolkit.load.gpu.caveats``): sampling
+        stalls with their length, a header given rather than read.
     """
 
     def __init__(self, parts: list[Part], workdir: Path | None = None) -> None:
@@ -63,6 +69,11 @@ class GpuTrace:
     def __repr__(self) -> str:
         return f"<GpuTrace {len(self.sources)} files: {self.samples.height} samples>"
 
+    @cached_property
+    def caveats(self) -> tuple[Caveat, ...]:
+        """What each file's numbers should be read with (computed on first use)."""
+        return tuple(c for p in self._parts for c in part_caveats(p))
+
     @property
     def metrics(self) -> list[str]:
         """Metric columns that hold at least one value, declared ones first."""
@@ -81,7 +92,8 @@ class GpuTrace:
         too when the trace has any), samples, metrics (measured columns), labels (text
         columns an exporter attached: driver version, pod...), skipped (all non-sample lines:
         ``sample_lines + skipped == lines``), problems (those that are not headers or blank),
-        unavailable (cells), first_problems and notes — the shape of ``ppscope parse --json``."""
+        unavailable (cells), first_problems, notes and caveats — the shape of
+        ``ppscope parse --json``."""
         out = []
         for part, meta in zip(self._parts, self.sources, strict=True):
             df = part.samples
@@ -107,6 +119,7 @@ class GpuTrace:
                     .select("lineno", "reason", "line")
                     .to_dicts(),
                     "notes": meta["notes"],
+                    "caveats": [c.to_dict() for c in self.caveats if c.file == part.path],
                 }
             )
         return out

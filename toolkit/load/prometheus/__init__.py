@@ -7,7 +7,9 @@ AIPerf's ``server_metrics_export.parquet`` and a saved ``/metrics`` answer (``cu
 (``toolkit.schema.prometheus``): a row per series per interval, ranks in their own columns,
 counters differenced, histograms as interval means. A saved answer of no known time cannot be
 placed or differenced: its values are listed as read in ``Metrics.untimed`` (``UNTIMED``).
-Everything left out is counted in the load's notes.
+Everything left out is counted in the load's notes. Gateway spellings (``sglang_*``) are read
+as ``sglang:*`` and router series (``sgl_router_*``) kept in ``Metrics.router``, each stated
+as a caveat (``gateway.py``).
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from toolkit.errors import UnknownFormat
 from toolkit.load.inputs import check_input
 from toolkit.load.prometheus.aiperf import aiperf_samples, is_aiperf_export
 from toolkit.load.prometheus.exposition import ExpositionReader
+from toolkit.load.prometheus.gateway import engine_names, split_router
 from toolkit.load.prometheus.query_range import is_query_result, query_samples
 from toolkit.load.prometheus.series import RawSamples, intervals
 from toolkit.load.prometheus.snapshots import is_snapshot_file, snapshots
 from toolkit.load.prometheus.tally import Tally
 from toolkit.load.prometheus.text import is_metrics_text, text_scrapes
 from toolkit.load.registry import Format
+from toolkit.schema.caveats import Caveat
 from toolkit.schema.prometheus import METRICS, UNTIMED
 
 __all__ = [
@@ -48,14 +52,17 @@ TEXT = "sglang-metrics-text"
 
 @dataclass(frozen=True)
 class Metrics:
-    """The metrics of a run: the ``METRICS`` table, scrapes read, what was left out, and the
-    scrapes of no known time (``UNTIMED``: values as read, counted in ``scrapes`` too)."""
+    """The metrics of a run: the engine's ``METRICS`` table, scrapes read, what was left out,
+    the scrapes of no known time (``UNTIMED``: values as read, counted in ``scrapes`` too), the
+    router's own series (``METRICS`` too, never mixed into the engine's) and the caveats met."""
 
     samples: pl.DataFrame
     scrapes: int
     notes: list[str] = field(default_factory=list)
     sources: tuple[str, ...] = ()
     untimed: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=UNTIMED))
+    router: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=METRICS))
+    caveats: tuple[Caveat, ...] = ()
 
     @property
     def untimed_sources(self) -> list[str]:
@@ -84,7 +91,26 @@ class Metrics:
             "untimed_scrapes": self.untimed.select("source", "lineno").unique().height,
             "untimed_rows": self.untimed.height,
             "notes": list(self.notes),
+            "router": _router_summary(self.router),
+            "caveats": [c.to_dict() for c in self.caveats],
         }
+
+
+def _router_summary(router: pl.DataFrame) -> dict[str, Any] | None:
+    """Router series: their metrics and the workers their labels name; None without any."""
+    if not router.height:
+        return None
+    workers = router.select(
+        pl.coalesce(
+            pl.col("labels").str.json_path_match("$.worker"),
+            pl.col("labels").str.json_path_match("$.worker_addr"),
+        )
+    ).to_series()
+    return {
+        "series": router.select("metric", "labels").unique().height,
+        "metrics": sorted(set(router["metric"].to_list())),
+        "workers": sorted(set(workers.drop_nulls().to_list())),
+    }
 
 
 def _load_snapshots(
@@ -219,7 +245,20 @@ def load_metrics(
     table, resets = intervals(pl.concat([raw.frame(), *frames]), clock_offset_s=clock_offset_s)
     tally.add("reset", n=resets)
     listed = untimed.frame().select(UNTIMED.names()).cast(dict(UNTIMED))
-    return Metrics(table.cast(METRICS), scrapes, tally.notes(), tuple(sources), listed)  # type: ignore[arg-type]
+    table, renamed = engine_names(table.cast(METRICS))  # type: ignore[arg-type]
+    listed, renamed_untimed = engine_names(listed)
+    table, router, routed = split_router(table)
+    listed, _, routed_untimed = split_router(listed)
+    caveats = _merged([*renamed, *renamed_untimed, *routed, *routed_untimed])
+    return Metrics(table, scrapes, tally.notes(), tuple(sources), listed, router, caveats)
+
+
+def _merged(caveats: list[Caveat]) -> tuple[Caveat, ...]:
+    """One caveat per kind and file (timed and untimed scrapes of a file are one file)."""
+    seen: dict[tuple[str, str], Caveat] = {}
+    for c in caveats:
+        seen.setdefault((c.kind, c.file), c)
+    return tuple(seen.values())
 
 
 def summarize_metrics(path: str | Path, *, strict: bool = False) -> dict[str, Any]:

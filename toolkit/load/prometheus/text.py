@@ -33,12 +33,13 @@ _EXPOSITION = re.compile(
     r"|^[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?[ \t]+[-+]?(?:[0-9.]+(?:[eE][-+]?\d+)?|Inf|NaN)"
     r"(?:[ \t]+-?\d+)?$"
 )
-_SGLANG = re.compile(r"^(?:# (?:HELP|TYPE) )?sglang:[a-zA-Z0-9_:]*(?:\{|\s)")
+_SGLANG = re.compile(r"^(?:# (?:HELP|TYPE) )?(?:sglang[:_]|sgl_router_)[a-zA-Z0-9_:]*(?:\{|\s)")
 
 
 def is_metrics_text(path: Path) -> bool:
     """True when the file starts like a saved ``/metrics`` answer (exposition lines, after an
-    HTTP header block or a time line) and names a ``sglang:`` series in its first lines."""
+    HTTP header block or a time line) and names an SGLang series in its first lines:
+    ``sglang:``, a gateway's ``sglang_`` or sgl-router's ``sgl_router_``."""
     lines = [ln.strip() for ln in head_lines(path, n=400) if ln.strip()]
     if not lines:
         return False

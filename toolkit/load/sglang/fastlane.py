@@ -175,6 +175,7 @@ def rows(lane: Lane, first_lineno: int, table: Shapes, schema: pl.Schema, *, wra
         **{c.name: pl.col(c.name) for c in columns},
         "odd": pl.lit(False),
         "has_prefix": pl.lit(True),
+        "glued": pl.lit(False),  # the lane takes only lines that start with the prefix
         "unresolved": pl.lit(False),
         **{
             name: pl.when(pl.col(f"_held{c}")).then(pl.col(name))

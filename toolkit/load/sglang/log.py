@@ -21,6 +21,7 @@ from toolkit.errors import ParseError, ToolkitError
 from toolkit.load import text as lines_io
 from toolkit.load.inputs import check_input
 from toolkit.load.requests import log_lines as request_lines
+from toolkit.load.sglang.caveats import log_caveats
 from toolkit.load.sglang.dataset import dataset_stores, is_dataset
 from toolkit.load.sglang.error_records import error_table
 from toolkit.load.sglang.launches import (
@@ -314,6 +315,7 @@ class SGLangLog:
                         }
                         for la in one.launches
                     ],
+                    "caveats": [c.to_dict() for c in log_caveats(one)],
                     "first_unrecognized": [
                         {"lineno": n, "line": m}
                         for n, m in unrecognized.select("lineno", "message").iter_rows()

@@ -162,6 +162,7 @@ def _bracket(rest: pl.Expr) -> list[dict[str, pl.Expr]]:
                 rest,
             ),
             "has_prefix": at.is_not_null(),
+            "glued": at > 0,  # text before the prefix: a tqdm bar, an unknown wrapper
         },
     ]
 
