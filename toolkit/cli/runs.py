@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolkit.cli.output import Progress
+from toolkit.cli.output import Progress, remember_secrets
 from toolkit.cli.stdin import spooled
 from toolkit.load.run import load_run
 from toolkit.run_analysis import RunAnalysis
@@ -22,6 +22,7 @@ def load_analyses(paths: Sequence[Path], *, quiet: bool = False) -> list[RunAnal
             with progress.step(str(path)):
                 for part in ("log", "bench", "gpu"):
                     getattr(run, part)
+            remember_secrets(run.secrets)
             out.append(RunAnalysis(run))
     for ctx in out:  # runs loaded together are compared with each other
         ctx.peers = tuple(c for c in out if c is not ctx)

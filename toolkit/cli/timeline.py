@@ -15,6 +15,7 @@ from typing import Any
 from toolkit.analyze.stage_wait import stage_share_series
 from toolkit.analyze.timeline import stage_gpu_series
 from toolkit.cli.options import add_output, add_quiet, add_run_dirs
+from toolkit.cli.output import secrets
 from toolkit.cli.runs import load_analyses
 from toolkit.diagnose.measured_stages import run_metrics, stage_shares
 from toolkit.errors import ToolkitError
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     traces = [run_trace(ctx) for ctx in load_analyses(args.paths, quiet=args.quiet)]
     trace = traces[0] if len(traces) == 1 else merge_chrome_traces(traces)
-    write_chrome_trace(args.output, trace)
+    write_chrome_trace(args.output, trace, secrets())
     counters = sum(1 for e in trace["traceEvents"] if e["ph"] == "C")
     stages = sum(t["otherData"]["stages"] for t in traces)
     print(

@@ -48,6 +48,7 @@ from toolkit.load.prometheus import TEXT as METRICS_TEXT
 from toolkit.load.prometheus import Metrics, load_metrics
 from toolkit.load.requests import REQUESTS_FORMAT, load_server_requests
 from toolkit.load.run_config import RunConfig, read_run_config
+from toolkit.load.run_secrets import run_secrets
 from toolkit.load.server_info import SERVER_INFO_FORMAT, load_server_info
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sglang.restarts import implicit_starts, log_host_of
@@ -75,6 +76,11 @@ class Run:
         the server's Prometheus metrics."""
         inputs = {"sglang-log", "sglang-dataset", *BENCH_FORMATS, *trace_formats()}
         return bool((inputs | set(METRICS_FORMATS)) & set(self.files))
+
+    @cached_property
+    def secrets(self) -> frozenset[str]:
+        """Secret values the inputs hold (``run_secrets``): every output removes them."""
+        return run_secrets(self)
 
     @cached_property
     def log(self) -> SGLangLog | None:

@@ -47,8 +47,6 @@ from toolkit.report.redact import (
     redact_html,
     redact_text,
     scrub,
-    secrets_in_args,
-    secrets_in_command,
     walk_strings,
 )
 from toolkit.report.runs import resolve_run_dir
@@ -258,17 +256,13 @@ def _hash_progress(progress: bool, files: Sequence[Path]) -> Any:
 
 
 def _secrets(run_dirs: Sequence[Path]) -> set[str]:
-    """Secret values in the runs' launches and launch commands (the log is cached by now)."""
+    """Secret values in the runs' inputs (``Run.secrets``; the log is cached by now)."""
     from toolkit.load.run import load_run
 
     found: set[str] = set()
     for directory in run_dirs:
         try:
-            run = load_run(directory)
-            if run.config.command:
-                found |= secrets_in_command(run.config.command)
-            for launch in run.log.launches if run.log is not None else []:
-                found |= secrets_in_args(launch.server_args)
+            found |= load_run(directory).secrets
         except ToolkitError:
             continue  # the notebook reported what it could not read
     return found
