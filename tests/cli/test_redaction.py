@@ -33,13 +33,13 @@ def test_diagnose_prints_no_planted_secret(
     assert "api_key" in out and REDACTED in out
     if form == ["--json"]:
         document = json.loads(out)
-        rows = [r for f in document["findings"] for r in f["evidence"] if r.get("flag") == "api_key"]
+        rows = [
+            r for f in document["findings"] for r in f["evidence"] if r.get("flag") == "api_key"
+        ]
         assert rows and all(r["intended"] == REDACTED == r["effective"] for r in rows)
 
 
-def test_diagnose_written_to_a_file_holds_no_planted_secret(
-    planted: Path, tmp_path: Path
-) -> None:
+def test_diagnose_written_to_a_file_holds_no_planted_secret(planted: Path, tmp_path: Path) -> None:
     out = tmp_path / "findings.md"
     main(["diagnose", "-q", str(planted), "--format", "markdown", "-o", str(out)])
     assert leaks(out.read_text()) == {}

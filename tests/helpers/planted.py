@@ -41,26 +41,38 @@ def plant_run(directory: Path) -> Path:
     p = PLANTS
     log = directory / "server.log"
     lines = log.read_text().splitlines()
-    lines[0] = lines[0].replace("'port': 30000,", f"'port': 30000, 'api_key': '{p['ServerArgs dump']}',")
+    lines[0] = lines[0].replace(
+        "'port': 30000,", f"'port': 30000, 'api_key': '{p['ServerArgs dump']}',"
+    )
     echoed = (
         "[2026-05-01 10:00:00] launching: python -m sglang.launch_server --model-path "
         f"/models/Kimi-K2.6 --pp-size 8 --hf-token {p['echoed launch command']}"
     )
-    warning = f"[2026-05-01 10:05:00] WARNING: retrying upstream with api_key:\t{p['tab-separated key']}"
+    warning = (
+        f"[2026-05-01 10:05:00] WARNING: retrying upstream with api_key:\t{p['tab-separated key']}"
+    )
     recurring = f"[2026-05-01 10:05:01] WARNING: request from {p['ServerArgs dump']} rejected"
     log.write_text("\n".join([echoed, lines[0], warning, recurring, *lines[1:]]) + "\n")
     toml = directory / "run.toml"
-    toml.write_text(toml.read_text().replace('size 4"', f'size 4 --api-key {p["run.toml command"]}"'))
+    toml.write_text(
+        toml.read_text().replace('size 4"', f'size 4 --api-key {p["run.toml command"]}"')
+    )
     bench = directory / "bench.jsonl"
     records = [json.loads(line) for line in bench.read_text().splitlines() if line.strip()]
-    command = f"python -m sglang.bench_serving --backend sglang --api-key {p['bench.jsonl command']}"
+    command = (
+        f"python -m sglang.bench_serving --backend sglang --api-key {p['bench.jsonl command']}"
+    )
     bench.write_text("".join(json.dumps({**r, "command": command}) + "\n" for r in records))
     info = {
         "ts": "2026-05-01T10:05:30.000",
         "phase": None,
         "when": "start",
         "endpoint": "/server_info",
-        "info": {"model_path": "/models/Kimi-K2.6", "pp_size": 8, "api_key": p["server_info.jsonl"]},
+        "info": {
+            "model_path": "/models/Kimi-K2.6",
+            "pp_size": 8,
+            "api_key": p["server_info.jsonl"],
+        },
     }
     (directory / "server_info.jsonl").write_text(json.dumps(info) + "\n")
     url = (

@@ -54,7 +54,9 @@ def test_prose_and_counts_after_a_key_stay(line: str) -> None:
 def test_a_value_seen_once_is_removed_where_it_recurs_without_its_key() -> None:
     seen = secrets_in_text("python -m sglang.launch_server --api-key Zx81TokenV")
     assert seen == {"Zx81TokenV"}
-    assert redact_text("request from Zx81TokenV rejected", seen) == f"request from {REDACTED} rejected"
+    assert (
+        redact_text("request from Zx81TokenV rejected", seen) == f"request from {REDACTED} rejected"
+    )
 
 
 def test_numbers_are_never_scrubbed_blindly() -> None:

@@ -3,8 +3,6 @@ sidecar and the kept notebook hold none of them."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from helpers.planted import leaks, plant_run
 

@@ -23,7 +23,7 @@ from typing import Any
 from toolkit.cli.markdown import findings_markdown
 from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import emit, frame_lines, to_json, wrapped
-from toolkit.cli.runs import load_analyses
+from toolkit.cli.runs import damage_status, load_analyses
 from toolkit.diagnose import SEVERITIES, Finding, diagnose, skipped_checks
 from toolkit.diagnose.cudagraph import eager_constant
 from toolkit.diagnose.finding import impact_text, promise_lines
@@ -84,7 +84,11 @@ def run(args: argparse.Namespace) -> int:
         emit(findings_markdown(findings, contexts, missing).rstrip(), args.output)
     else:
         emit(findings_text(findings, contexts, missing), args.output)
-    return FAILED_CHECK if args.fail_on and failing(findings, args.fail_on) else 0
+    return (
+        FAILED_CHECK
+        if args.fail_on and failing(findings, args.fail_on)
+        else damage_status(contexts)
+    )
 
 
 def _identity(ctx: RunAnalysis) -> dict[str, Any]:

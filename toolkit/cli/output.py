@@ -37,6 +37,7 @@ __all__ = [
     "frame_lines",
     "number",
     "remember_secrets",
+    "say",
     "secrets",
     "terminal_width",
     "to_json",
@@ -73,6 +74,11 @@ def secrets() -> frozenset[str]:
 def to_json(value: Any, **kwargs: Any) -> str:
     """``value`` as JSON (``toolkit.schema.jsonable.to_json``), every secret out of it."""
     return _RedactedJson(_to_json(redact_value(jsonable(value), _SECRETS), **kwargs))
+
+
+def say(message: object) -> None:
+    """Print ``message`` on stderr, secrets out."""
+    print(redact_text(str(message), _SECRETS), file=sys.stderr)
 
 
 def fail(message: object) -> int:

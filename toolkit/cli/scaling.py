@@ -25,6 +25,7 @@ import polars as pl
 from toolkit.analyze.scaling import crossover, knee, scaling_gap, scaling_table, unlike
 from toolkit.cli.options import add_json, add_output
 from toolkit.cli.output import aligned, emit, number, to_json
+from toolkit.cli.runs import bench_damage_status
 from toolkit.errors import ToolkitError
 from toolkit.load.bench.results import BenchResults, load_bench
 
@@ -67,9 +68,10 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not name or not value.strip().isdigit() or int(value) < 1:
             raise ToolkitError(f"--concurrency: expected FILE=N with N ≥ 1, got {item!r}")
         given[name] = int(value)
-    report = scaling_report(load_bench(args.paths, concurrency=given))
+    results = load_bench(args.paths, concurrency=given)
+    report = scaling_report(results)
     emit(to_json(report["json"]) if args.json else report["text"], args.output)
-    return 0
+    return bench_damage_status(results.damaged)
 
 
 def scaling_report(results: BenchResults) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from toolkit.analyze.stage_wait import stage_share_series
 from toolkit.analyze.timeline import stage_gpu_series
 from toolkit.cli.options import add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import secrets
-from toolkit.cli.runs import load_analyses
+from toolkit.cli.runs import damage_status, load_analyses
 from toolkit.diagnose.measured_stages import run_metrics, stage_shares
 from toolkit.errors import ToolkitError
 from toolkit.export.perfetto import chrome_trace, merge_chrome_traces, write_chrome_trace
@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    traces = [run_trace(ctx) for ctx in load_analyses(args.paths, quiet=args.quiet)]
+    contexts = load_analyses(args.paths, quiet=args.quiet)
+    traces = [run_trace(ctx) for ctx in contexts]
     trace = traces[0] if len(traces) == 1 else merge_chrome_traces(traces)
     write_chrome_trace(args.output, trace, secrets())
     counters = sum(1 for e in trace["traceEvents"] if e["ph"] == "C")
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         f"{args.output}: {len(trace['traceEvents'])} events, {stages} stage track(s), "
         f"{counters} counter samples; open it in https://ui.perfetto.dev"
     )
-    return 0
+    return damage_status(contexts)
 
 
 def run_trace(ctx: RunAnalysis) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from toolkit.load.bench.common import (
 )
 from toolkit.load.bench.context import RunContext
 from toolkit.load.bench.format import Detector, Format, Loader, Options, Summarizer
+from toolkit.load.damage import collecting
 from toolkit.schema.bench import REQUESTS, RUNS
 
 __all__ = ["BenchResults", "Collector", "result_format", "summarize_results"]
@@ -45,6 +46,8 @@ class BenchResults:
     requests: pl.DataFrame
     files: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    damaged: list[ToolkitError] = field(default_factory=list)
+    """Damage read past (a cut last line, a result file of a run directory that failed)."""
 
     def __repr__(self) -> str:
         layouts = ", ".join(self.layouts)
@@ -72,12 +75,15 @@ class Collector:
     files: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     failed: list[ToolkitError] = field(default_factory=list)
+    damaged: list[ToolkitError] = field(default_factory=list)
     exports: dict[int, str] = field(default_factory=dict)  # run → how its tool exported it
 
     def add(self, path: Path, fmt: str, load: Loader, context: RunContext) -> None:
         """The runs of one file, read by ``load`` (the ``load`` of format ``fmt``)."""
         labels: list[str] = []
-        parsed_runs = load(path, Options(self.mapping, context.cache))
+        with collecting() as found:
+            parsed_runs = load(path, Options(self.mapping, context.cache))
+        self.damaged += found
         for entry, parsed in enumerate(parsed_runs):
             row = _resolve(parsed, context, self.label)
             given = self.concurrency.get(str(path), self.concurrency.get(path.name))
@@ -153,6 +159,7 @@ class Collector:
             requests=pl.DataFrame(self.requests, schema=REQUESTS, orient="row"),
             files=self.files,
             skipped=self.skipped,
+            damaged=self.damaged,
         )
 
 

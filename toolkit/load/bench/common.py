@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ParseError
+from toolkit.load.damage import CUT_LINE, cut_tail, damaged
 from toolkit.load.inputs import split_lines
 from toolkit.load.layout import RunLayout
 from toolkit.schema.jsonable import to_json
@@ -294,12 +295,20 @@ def json_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
     Raises
     ------
     ParseError
-        A line that is not JSON, or not a JSON object, with its line number.
+        A line that is not JSON, or not a JSON object, with its line number. A cut last line
+        (no newline after it) is ``damaged``: kept as damage when it is being collected.
     """
-    for lineno, line in enumerate(split_lines(text), start=1):
+    lines = split_lines(text)
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        obj = parse_json(line, path, lineno)
+        try:
+            obj = parse_json(line, path, lineno)
+        except ParseError as e:
+            if not cut_tail(text, lineno, len(lines)) or "JSON" not in e.reason:
+                raise
+            damaged(ParseError(path, lineno, CUT_LINE, line))
+            return
         if not isinstance(obj, dict):
             raise ParseError(path, lineno, "expected one JSON object per line", line)
         yield lineno, obj

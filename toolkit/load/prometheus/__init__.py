@@ -19,7 +19,8 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.errors import UnknownFormat
+from toolkit.errors import ToolkitError, UnknownFormat
+from toolkit.load.damage import damaged
 from toolkit.load.inputs import check_input
 from toolkit.load.prometheus.aiperf import aiperf_samples, is_aiperf_export
 from toolkit.load.prometheus.exposition import ExpositionReader
@@ -201,7 +202,9 @@ def load_metrics(
         A file that is neither format.
     ParseError
         A file that cannot be read as its format; with ``strict`` also the first line, series
-        or value that is left out otherwise.
+        or value that is left out otherwise. Without ``strict``, while damage is collected
+        (``damage.collecting``), a file that cannot be read is kept as damage and the others
+        are used.
     """
     raw, frames, tally, scrapes, sources = RawSamples(), [], Tally(), 0, []
     untimed = RawSamples()
@@ -212,7 +215,13 @@ def load_metrics(
             raise UnknownFormat(
                 path, "no /metrics snapshots or answer, Prometheus answer or AIPerf export"
             )
-        scrapes += _READERS[fmt](path, raw, frames, tally, strict, untimed)
+        try:
+            scrapes += _READERS[fmt](path, raw, frames, tally, strict, untimed)
+        except ToolkitError as e:
+            if strict:
+                raise
+            damaged(e)
+            continue
         sources.append(str(path))
     table, resets = intervals(pl.concat([raw.frame(), *frames]), clock_offset_s=clock_offset_s)
     tally.add("reset", n=resets)
