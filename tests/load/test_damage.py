@@ -115,3 +115,13 @@ def test_results_loaded_alone_carry_their_cut_line(tmp_path: Path) -> None:
     line = _cut(path)
     results = load_bench(path)
     assert [(e.lineno, e.reason) for e in results.damaged] == [(line, CUT_LINE)]
+
+
+def test_a_cut_last_metrics_line_keeps_the_scrapes_before_it(run: Path) -> None:
+    path = run / "metrics.jsonl"
+    shutil.copy(TEST_DATA / "prometheus" / "metrics.jsonl", path)
+    line = _cut(path, keep=300)
+    loaded = load_run(run, cache=False)
+    assert loaded.metrics.scrapes == line - 1
+    details = [r["detail"] for r in input_damage(loaded)]
+    assert details == [f"metrics.jsonl:{line}: {CUT_LINE}"]

@@ -17,7 +17,15 @@ from typing import Any
 
 from toolkit.errors import ToolkitError
 
-__all__ = ["CUT_LINE", "collecting", "cut_tail", "damage_rows", "damaged", "input_damage"]
+__all__ = [
+    "CUT_LINE",
+    "collecting",
+    "cut_tail",
+    "damage_rows",
+    "damaged",
+    "input_damage",
+    "note",
+]
 
 CUT_LINE = "cut last line (the writer stopped mid-line); the lines before it were read"
 
@@ -30,6 +38,14 @@ def damaged(error: ToolkitError) -> None:
     if sink is None:
         raise error
     sink.append(error)
+
+
+def note(error: ToolkitError) -> None:
+    """Keep ``error`` in the damage being collected, if any (for a loader that also reports it
+    its own way, as a skipped line)."""
+    sink = _SINK.get()
+    if sink is not None:
+        sink.append(error)
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from toolkit.errors import ParseError
 from toolkit.load import compression
+from toolkit.load.damage import CUT_LINE, note
 from toolkit.load.inputs import check_input, head_lines
 from toolkit.load.jsonl import json_object, local_time
 from toolkit.load.prometheus.tally import Tally
@@ -61,6 +62,8 @@ def snapshots(
                 continue
             found = _snapshot(line)
             if isinstance(found, str):
+                if not raw.endswith(b"\n"):  # the last line, cut by a writer that stopped
+                    note(ParseError(path, lineno, CUT_LINE, line))
                 _reject(path, lineno, found, line, skipped, strict)
                 continue
             yield lineno, *found
