@@ -28,6 +28,7 @@ from toolkit.cli.output import aligned, emit, number, to_json
 from toolkit.cli.runs import bench_damage_status
 from toolkit.errors import ToolkitError
 from toolkit.load.bench.results import BenchResults, load_bench
+from toolkit.load.limits import check
 
 KNEE_THRESHOLD = 0.5
 
@@ -65,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
     given: dict[str, int] = {}
     for item in args.concurrency:
         name, sep, value = item.rpartition("=")
-        if not sep or not name or not value.strip().isdigit() or int(value) < 1:
-            raise ToolkitError(f"--concurrency: expected FILE=N with N ≥ 1, got {item!r}")
+        if not sep or not name or not value.strip().isdigit() or int(value[:20]) < 1:
+            raise ToolkitError(f"--concurrency: expected FILE=N with N ≥ 1, got {item[:60]!r}")
+        check("concurrency", int(value) if len(value) < 20 else math.inf, "--concurrency")
         given[name] = int(value)
     results = load_bench(args.paths, concurrency=given)
     report = scaling_report(results)

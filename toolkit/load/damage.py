@@ -87,8 +87,7 @@ def damage_rows(errors: list[ToolkitError], what: str) -> list[dict[str, Any]]:
             {
                 "input": what,
                 "files": Path(path).name,
-                "detail": f"{where}: {reason}{more}"
-                + ("" if reason == CUT_LINE else "; this file is left out, the other inputs used"),
+                "detail": f"{where}: {reason}{more}",
             }
         )
     return out

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import ParseError, ToolkitError
 from toolkit.load.bench.common import (
     Parsed,
     concurrency_from_text,
@@ -29,6 +29,7 @@ from toolkit.load.bench.common import (
 from toolkit.load.bench.context import RunContext
 from toolkit.load.bench.format import Detector, Format, Loader, Options, Summarizer
 from toolkit.load.damage import collecting
+from toolkit.load.limits import beyond
 from toolkit.schema.bench import REQUESTS, RUNS
 
 __all__ = ["BenchResults", "Collector", "result_format", "summarize_results"]
@@ -92,9 +93,14 @@ class Collector:
             row.update(source=str(path), run=len(self.runs), entry=entry, format=fmt)
             row["lineno"] = parsed.lineno
             row["extra"] = extra_json(parsed.extra)
+            typed = _typed(row, RUNS)
+            reason = _beyond_limits(typed)
+            if reason is not None:  # it would size a replay: this run is left out, named
+                self.damaged.append(ParseError(path, parsed.lineno, f"{reason}; run left out"))
+                continue
             if parsed.export is not None:
                 self.exports[row["run"]] = parsed.export
-            self.runs.append(_typed(row, RUNS))
+            self.runs.append(typed)
             for request in parsed.requests:
                 request.update(
                     source=str(path),
@@ -161,6 +167,17 @@ class Collector:
             skipped=self.skipped,
             damaged=self.damaged,
         )
+
+
+def _beyond_limits(row: dict[str, Any]) -> str | None:
+    """Why a run's numbers that size work are beyond their limits (``load.limits``), or None."""
+    for key, limit in (("concurrency", "concurrency"), ("max_concurrency", "concurrency"),
+                       ("num_prompts", "num_prompts"), ("completed", "num_prompts")):  # fmt: skip
+        value = row.get(key)
+        reason = beyond(limit, value) if isinstance(value, int | float) else None
+        if reason is not None:
+            return f"{key}: {reason}"
+    return None
 
 
 def result_format(name: str, description: str, detect: Detector, load: Loader, kind: str) -> Format:
