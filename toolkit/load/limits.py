@@ -11,9 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+import polars as pl
+
 from toolkit.errors import ParseError, ToolkitError
 
-__all__ = ["LIMITS", "Limit", "beyond", "check", "check_at"]
+__all__ = ["LIMITS", "Limit", "beyond", "check", "check_at", "python_time"]
 
 
 class Limit(NamedTuple):
@@ -63,3 +65,9 @@ def check_at(name: str, value: int | float | None, path: str | Path, lineno: int
     reason = None if value is None else beyond(name, value)
     if reason is not None:
         raise ParseError(path, lineno, reason)
+
+
+def python_time(ts: pl.Expr) -> pl.Expr:
+    """``ts`` where its year is one Python's datetime holds (1 to 9999), else null: a
+    ``[0000-01-01 …]`` stamp stays in its line's text and is never a time."""
+    return pl.when(ts.dt.year().is_between(1, 9999)).then(ts)

@@ -15,6 +15,7 @@ from typing import Any
 from toolkit.errors import ParseError
 from toolkit.load.damage import CUT_LINE, cut_tail, damaged
 from toolkit.load.inputs import split_lines
+from toolkit.load.jsonl import check_text
 from toolkit.load.layout import RunLayout
 from toolkit.schema.jsonable import to_json
 
@@ -228,6 +229,7 @@ def parse_json(text: str, path: Path, lineno: int | None = None) -> Any:
         raise ParseError(path, lineno, f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
     if _deeper_than(value, MAX_JSON_DEPTH):
         raise ParseError(path, lineno, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    check_text(text, value, path, lineno)
     return value
 
 

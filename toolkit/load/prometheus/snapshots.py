@@ -17,7 +17,7 @@ from toolkit.errors import ParseError
 from toolkit.load import compression
 from toolkit.load.damage import CUT_LINE, note
 from toolkit.load.inputs import check_input, head_lines
-from toolkit.load.jsonl import json_object, local_time
+from toolkit.load.jsonl import json_object, local_time, lone_surrogate
 from toolkit.load.prometheus.tally import Tally
 
 __all__ = ["MAX_LINE_BYTES", "is_snapshot_file", "snapshots"]
@@ -78,6 +78,9 @@ def _snapshot(line: str) -> tuple[datetime, str] | str:
         return "not a JSON object (a line cut short?)"
     if not isinstance(record.get("text"), str):
         return 'not a snapshot: a JSON object with "ts" and "text" expected'
+    broken = lone_surrogate(line, record)
+    if broken is not None:
+        return broken
     stamp = record.get("ts")
     ts = local_time(stamp)
     if ts is None:
