@@ -25,7 +25,7 @@ from toolkit.load.inputs import check_input
 from toolkit.load.prometheus.aiperf import aiperf_samples, is_aiperf_export
 from toolkit.load.prometheus.exposition import ExpositionReader
 from toolkit.load.prometheus.query_range import is_query_result, query_samples
-from toolkit.load.prometheus.series import RawSamples, intervals
+from toolkit.load.prometheus.series import RawSamples, dedupe, intervals
 from toolkit.load.prometheus.snapshots import is_snapshot_file, snapshots
 from toolkit.load.prometheus.tally import Tally
 from toolkit.load.prometheus.text import is_metrics_text, text_scrapes
@@ -223,7 +223,8 @@ def load_metrics(
             damaged(e)
             continue
         sources.append(str(path))
-    table, resets = intervals(pl.concat([raw.frame(), *frames]), clock_offset_s=clock_offset_s)
+    samples = dedupe(pl.concat([raw.frame(), *frames]), tally, strict=strict)
+    table, resets = intervals(samples, clock_offset_s=clock_offset_s)
     tally.add("reset", n=resets)
     listed = untimed.frame().select(UNTIMED.names()).cast(dict(UNTIMED))
     return Metrics(table.cast(METRICS), scrapes, tally.notes(), tuple(sources), listed)  # type: ignore[arg-type]
