@@ -125,3 +125,13 @@ def test_a_cut_last_metrics_line_keeps_the_scrapes_before_it(run: Path) -> None:
     assert loaded.metrics.scrapes == line - 1
     details = [r["detail"] for r in input_damage(loaded)]
     assert details == [f"metrics.jsonl:{line}: {CUT_LINE}"]
+
+
+def test_parse_names_a_cut_line_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bench.jsonl"
+    shutil.copy(RUN / "bench.jsonl", path)
+    line = _cut(path)
+    assert main(["parse", "-q", str(path)]) == 1
+    assert f"damaged, line {line}: {CUT_LINE}" in capsys.readouterr().out

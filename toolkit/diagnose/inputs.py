@@ -105,7 +105,7 @@ INPUTS: dict[str, Input] = {
             "a GPU trace, SGLang's /metrics with per-rank device time "
             "(SGLANG_ENABLE_METRICS_DEVICE_TIMER), SGLang ≥ 0.5.16's `fwd occupancy` in the "
             "decode lines, or the model's config.json (its layer split)",
-            lambda ctx: ctx.clock_problem("GPU trace", "metrics"),
+            lambda ctx: _damaged(ctx, "metrics") or ctx.clock_problem("GPU trace", "metrics"),
         ),
         Input(
             "model architecture",

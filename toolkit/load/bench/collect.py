@@ -82,6 +82,7 @@ class Collector:
     def add(self, path: Path, fmt: str, load: Loader, context: RunContext) -> None:
         """The runs of one file, read by ``load`` (the ``load`` of format ``fmt``)."""
         labels: list[str] = []
+        start = len(self.damaged)
         with collecting() as found:
             parsed_runs = load(path, Options(self.mapping, context.cache))
         self.damaged += found
@@ -111,8 +112,11 @@ class Collector:
                 self.requests.append(_typed(request, REQUESTS))
             if row["label"] not in labels:
                 labels.append(row["label"])
+        mine = self.damaged[start:]
+        damaged = [f"line {getattr(e, 'lineno', '?')}: {getattr(e, 'reason', e)}" for e in mine]
         self.files.append(
             {"path": str(path), "format": fmt, "runs": len(parsed_runs), "layouts": labels}
+            | ({"damaged": damaged} if damaged else {})
         )
 
     def merge_exports(self) -> None:
