@@ -11,7 +11,8 @@ server start with its span and how it ended, ``clocks`` the offset applied to ea
 and why, findings ordered by severity, then by the share of throughput each remedy recovers.
 ``--format markdown`` prints the same as Markdown for a GitHub issue. ``--fail-on SEVERITY``
 makes the exit code 3 when a finding at or above that severity exists (for CI); 2 stays bad
-input.
+input; 1 says some input was damaged and used as far as it was readable (named on stderr and in
+the ``input-mismatch`` note). Every output is redacted: no secret of the inputs is printed.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from toolkit.report.provenance import input_files, provenance
 from toolkit.report.redact import (
     redact_html,
     redact_text,
+    redact_value,
     scrub,
     walk_strings,
 )
@@ -483,7 +484,9 @@ def render(
         "gap": records.pop("gap", None),
         "views": records,
     }
-    data = walk_strings(data, lambda s: strip_root(redact_text(s, secrets) if redact else s, root))
+    data = walk_strings(
+        redact_value(data, secrets) if redact else data, lambda s: strip_root(s, root)
+    )
     text = to_json(data)
     sidecar.write_text(scrub(text, secrets) if redact else text, encoding="utf-8")
     seconds = time.perf_counter() - started
