@@ -37,7 +37,6 @@ LIMITS: dict[str, Limit] = {
         Limit("running_requests", 1_000_000, "requests one scheduler holds at once"),
         Limit("tokens", 1_000_000_000, "tokens of one request, chunk or KV pool"),
         Limit("phases", 100_000, "benchmark phases of one run"),
-        Limit("repeats", 100_000, "repeats of one measurement"),
     )
 }
 
