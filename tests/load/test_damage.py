@@ -135,3 +135,17 @@ def test_parse_names_a_cut_line_and_exits_1(
     line = _cut(path)
     assert main(["parse", "-q", str(path)]) == 1
     assert f"damaged, line {line}: {CUT_LINE}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["diff", "model", "timeline"])
+def test_every_command_on_runs_exits_1_on_damage(
+    run: Path, tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _cut(run / "bench.jsonl")
+    argv = {
+        "diff": ["diff", "-q", str(run), str(run)],
+        "model": ["model", "-q", str(run)],
+        "timeline": ["timeline", "-q", str(run), "-o", str(tmp_path / "t.json")],
+    }[command]
+    assert main(argv) == 1
+    assert f"bench.jsonl:{line}: {CUT_LINE}" in capsys.readouterr().err
