@@ -149,3 +149,15 @@ def test_every_command_on_runs_exits_1_on_damage(
     }[command]
     assert main(argv) == 1
     assert f"bench.jsonl:{line}: {CUT_LINE}" in capsys.readouterr().err
+
+
+def test_a_bad_server_info_line_keeps_the_other_calls(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call = {"ts": "2026-05-01T10:05:30.000", "phase": None, "when": "start",
+            "endpoint": "/server_info", "info": {"tp_size": 8, "pp_size": 1}}  # fmt: skip
+    lines = [json.dumps(call), '{"ts": "2026-05-01T10:06:00", "info": 3}', json.dumps(call)]
+    (run / "server_info.jsonl").write_text("\n".join(lines) + "\n")
+    assert load_run(run, cache=False).server_info["lineno"].unique().sort().to_list() == [1, 3]
+    code, _out, err = _diagnose(run, capsys)
+    assert code == 1 and "server_info.jsonl:2: not a server_info call" in err

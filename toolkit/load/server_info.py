@@ -76,8 +76,9 @@ def load_server_info(paths: Iterable[str | Path], *, clock_offset_s: float = 0.0
     Raises
     ------
     ParseError
-        When a line of a ``server_info.jsonl`` is no call record (with its line), or a saved
-        answer is no JSON object stating server arguments.
+        When a line of a ``server_info.jsonl`` is no call record (with its line; while damage
+        is collected, ``damage.collecting``, it is kept there and the other lines are read),
+        or a saved answer is no JSON object stating server arguments.
     """
     shift = timedelta(seconds=clock_offset_s)
     rows: list[dict[str, Any]] = []
@@ -100,10 +101,10 @@ def load_server_info(paths: Iterable[str | Path], *, clock_offset_s: float = 0.0
             if call is None and cut_tail(text, lineno, len(lines)):
                 damaged(ParseError(path, lineno, CUT_LINE, line))
                 break
-            if call is None:
-                raise ParseError(
-                    path, lineno, "not a server_info call ({ts, endpoint, info})", line
-                )
+            if call is None:  # kept as damage while it is collected: the other calls are read
+                why = "not a server_info call ({ts, endpoint, info})"
+                damaged(ParseError(path, lineno, why, line))
+                continue
             ts = local_time(call.get("ts"))
             phase = call.get("phase")
             phase = phase if isinstance(phase, int) and not isinstance(phase, bool) else None
