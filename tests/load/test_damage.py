@@ -161,3 +161,14 @@ def test_a_bad_server_info_line_keeps_the_other_calls(
     assert load_run(run, cache=False).server_info["lineno"].unique().sort().to_list() == [1, 3]
     code, _out, err = _diagnose(run, capsys)
     assert code == 1 and "server_info.jsonl:2: not a server_info call" in err
+
+
+def test_a_cut_last_phase_line_is_named_and_exits_1(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {"phase": 0, "concurrency": 8, "num_prompts": 8, "start": "2026-05-01T10:07:00",
+           "end": "2026-05-01T10:07:30", "exit_code": 0, "results": 1}  # fmt: skip
+    text = json.dumps(row) + "\n" + json.dumps({**row, "phase": 1})
+    (run / "phases.jsonl").write_text(text[:-30])
+    code, _out, err = _diagnose(run, capsys)
+    assert code == 1 and "phases.jsonl:2: not a JSON object" in err

@@ -55,7 +55,7 @@ def test_diagnose_with_a_hostile_phase_runs_on_the_rest(
 ) -> None:
     run = Path(shutil.copytree(RUN, tmp_path / "run"))
     (run / "phases.jsonl").write_text(_phase(2**61) + "\n")
-    assert main(["diagnose", "-q", "--json", str(run)]) == 0
+    assert main(["diagnose", "-q", "--json", str(run)]) == 1  # the line left out is damage
     out = capsys.readouterr().out
     assert "phases.jsonl:1: concurrency" in out and "beyond the limit" in out
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from toolkit.cli.output import Progress, remember_secrets, say
 from toolkit.cli.stdin import spooled
 from toolkit.errors import ToolkitError
-from toolkit.load.damage import damage_rows, input_damage
+from toolkit.load.damage import all_damage, damage_rows
 from toolkit.load.run import load_run
 from toolkit.run_analysis import RunAnalysis
 
@@ -36,8 +36,8 @@ def load_analyses(paths: Sequence[Path], *, quiet: bool = False) -> list[RunAnal
 
 def damage_status(contexts: Sequence[RunAnalysis]) -> int:
     """``DAMAGED`` after naming on stderr each input used only as far as it was readable
-    (``damage.input_damage``); 0 when every input was read whole."""
-    return _said([row for ctx in contexts for row in input_damage(ctx.run)])
+    (``damage.all_damage``); 0 when every input was read whole."""
+    return _said([row for ctx in contexts for row in all_damage(ctx.run)])
 
 
 def bench_damage_status(errors: Sequence[ToolkitError]) -> int:

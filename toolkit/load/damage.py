@@ -15,10 +15,12 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import ParseError, ToolkitError
+from toolkit.load.phase_marks import PHASE_FORMAT, phase_file_problems
 
 __all__ = [
     "CUT_LINE",
+    "all_damage",
     "collecting",
     "cut_tail",
     "damage_rows",
@@ -102,3 +104,14 @@ def input_damage(run: Any) -> list[dict[str, Any]]:
         except ToolkitError:
             continue  # unreadable as a whole: the loader's error, where the input is used
     return [row for what, errors in run.found.items() for row in damage_rows(errors, what)]
+
+
+def all_damage(run: Any) -> list[dict[str, Any]]:
+    """``input_damage`` and the lines of the run's phase files that were left out (which
+    ``Run.mismatches`` lists in its own note): everything a command exits 1 for."""
+    try:
+        bad = phase_file_problems(run.files.get(PHASE_FORMAT, []))
+    except ToolkitError:
+        bad = []  # an unreadable phase file is its loader's error, where it is used
+    errors = [ParseError(path, lineno, reason) for path, lineno, reason in bad]
+    return input_damage(run) + damage_rows(list(errors), "phase file")
