@@ -69,6 +69,7 @@ def _log_lines(run: Run) -> set[str]:
         return set()
     low = pl.col("message").str.to_lowercase()
     hit = pl.any_horizontal([low.str.contains(h, literal=True) for h in _HINTS])
+    hit = hit & ~pl.col("kind").is_in(["decode", "prefill"])  # batch lines count tokens
     lines = run.log.scan().filter(hit).select("message").head(LOG_LINES).collect()
     found: set[str] = set()
     for message in lines["message"].to_list():
