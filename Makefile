@@ -19,7 +19,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# The fuzz families (log, GPU, bench, run.toml, CLI, cache, capture's HTTP reads) with the long search budget; `make test`
+# The fuzz families (log, GPU, bench, metrics, run.toml, CLI, cache, capture's HTTP reads,
+# planted secrets, cut JSONL tails, hostile numbers) with the long search budget; `make test`
 # runs them on a few examples each. FUZZ_EXAMPLES=N sets the examples per test.
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(if $(FUZZ_EXAMPLES),PPSCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES)) \

@@ -13,7 +13,9 @@ and why, findings ordered by severity, then by the share of throughput each reme
 (any case) makes the exit code 3 when a finding at or above that severity exists (for CI), and
 lists those findings on stderr; 2 stays bad input. A run directory among several that cannot
 be read is reported on stderr, the others are diagnosed, and the exit code is 1 (3 when
-``--fail-on`` trips as well).
+``--fail-on`` trips as well); 1 also says some input was damaged and used as far as it was
+readable (named on stderr and in the ``input-mismatch`` note). Every output is redacted: no
+secret of the inputs is printed.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 from toolkit.cli.markdown import findings_markdown
 from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import Progress, emit, frame_lines, to_json, wrapped
-from toolkit.cli.runs import load_analyses, report_problems
+from toolkit.cli.runs import damage_status, load_analyses, report_problems
 from toolkit.diagnose import SEVERITIES, Finding, diagnose, skipped_checks
 from toolkit.diagnose.cudagraph import eager_constant
 from toolkit.diagnose.finding import impact_text, promise_lines
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         emit(findings_markdown(findings, contexts, missing).rstrip(), args.output)
     else:
         emit(findings_text(findings, contexts, missing), args.output)
-    code = report_problems(problems)
+    code = max(report_problems(problems), damage_status(contexts))
     tripped = failing(findings, args.fail_on) if args.fail_on else []
     if tripped:
         print(f"ppscope: --fail-on {args.fail_on}: {len(tripped)} finding(s)", file=sys.stderr)

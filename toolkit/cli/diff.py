@@ -22,7 +22,7 @@ from toolkit.analyze.config import DERIVED_KEYS, config_diff, derived_settings
 from toolkit.analyze.runtime_config import config_in_force
 from toolkit.cli.options import add_json, add_output, add_quiet
 from toolkit.cli.output import aligned, emit, to_json
-from toolkit.cli.runs import load_analyses
+from toolkit.cli.runs import damage_status, load_analyses
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             )
     report = diff_report(runs[0], runs[1])
     emit(to_json(report["json"]) if args.json else report["text"], args.output)
-    return 0
+    return damage_status(runs)
 
 
 def diff_report(a: RunAnalysis, b: RunAnalysis) -> dict[str, Any]:

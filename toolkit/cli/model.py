@@ -30,7 +30,7 @@ from toolkit.analyze.model import (
 )
 from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import aligned, emit, number, to_json
-from toolkit.cli.runs import load_analyses, report_problems
+from toolkit.cli.runs import damage_status, load_analyses, report_problems
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import model_groups
 
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown and not args.json:
         text += "\n\n" + "\n".join(f"{c.label}: {c.model.describe()}" for c in unknown)
     emit(text, args.output)
-    return report_problems(problems)
+    return max(report_problems(problems), damage_status(analyses))
 
 
 def parse_what_if(items: Iterable[str]) -> dict[str, int | None]:

@@ -2,7 +2,9 @@
 
 JSON goes through ``toolkit.schema.jsonable.to_json`` (non-finite numbers → null); text tables
 are at most ``WIDTH`` columns wide: a wider table is cut into blocks of columns, each repeating
-the key column.
+the key column. Everything a command prints or writes (``emit``, ``to_json``, ``fail``) passes
+through the one redactor (``toolkit.load.redact``) with the secret values of every run loaded
+(``remember_secrets``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,7 +23,9 @@ from typing import Any, TextIO
 import polars as pl
 
 from toolkit.cli.stdin import rename
-from toolkit.schema.jsonable import to_json
+from toolkit.load.redact import redact_text, redact_value
+from toolkit.schema.jsonable import jsonable
+from toolkit.schema.jsonable import to_json as _to_json
 
 __all__ = [
     "WIDTH",
@@ -32,6 +36,9 @@ __all__ = [
     "fail",
     "frame_lines",
     "number",
+    "remember_secrets",
+    "say",
+    "secrets",
     "terminal_width",
     "to_json",
     "wrapped",
@@ -46,14 +53,44 @@ def terminal_width() -> int:
     return min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
 
 
+_SECRETS: set[str] = set()
+"""Secret values of the runs this process loaded: a command loads, then prints."""
+
+
+class _RedactedJson(str):
+    """JSON text whose strings were redacted one by one (``to_json``): ``emit`` keeps it."""
+
+
+def remember_secrets(values: Iterable[str]) -> None:
+    """Add secret values (``Run.secrets``) that every later output of this process removes."""
+    _SECRETS.update(values)
+
+
+def secrets() -> frozenset[str]:
+    """The secret values remembered so far."""
+    return frozenset(_SECRETS)
+
+
+def to_json(value: Any, **kwargs: Any) -> str:
+    """``value`` as JSON (``toolkit.schema.jsonable.to_json``), every secret out of it."""
+    return _RedactedJson(_to_json(redact_value(jsonable(value), _SECRETS), **kwargs))
+
+
+def say(message: object) -> None:
+    """Print ``message`` on stderr, secrets out."""
+    print(redact_text(str(message), _SECRETS), file=sys.stderr)
+
+
 def fail(message: object) -> int:
     """Print ``ppscope: message`` on stderr; the exit code of bad input (2)."""
-    print(f"ppscope: {message}", file=sys.stderr)
+    print(f"ppscope: {redact_text(str(message), _SECRETS)}", file=sys.stderr)
     return 2
 
 
 def emit(text: str, output: Path | None) -> None:
-    """Print ``text``, or write it to ``output`` (``-o``) and say where on stderr."""
+    """Print ``text``, or write it to ``output`` (``-o``) and say where on stderr; secrets out."""
+    if not isinstance(text, _RedactedJson):
+        text = redact_text(text, _SECRETS)
     if output is None:
         print(text)
         return

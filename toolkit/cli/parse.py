@@ -111,15 +111,15 @@ def run(args: argparse.Namespace) -> int:
             size = "dataset" if path.is_dir() else f"{path.stat().st_size / 1e6:.0f} MB"
             with progress.step(f"{path.name} ({size})"):
                 try:
-                    files.extend(
-                        summarize(
-                            path,
-                            strict=args.strict,
-                            cache=not args.no_cache,
-                            gpu_fields=args.gpu_fields,
-                            gpu_interval_s=args.gpu_interval,
-                        )
+                    found = summarize(
+                        path,
+                        strict=args.strict,
+                        cache=not args.no_cache,
+                        gpu_fields=args.gpu_fields,
+                        gpu_interval_s=args.gpu_interval,
                     )
+                    failed += sum(1 for f in found if f.get("damaged"))  # read past, named
+                    files.extend(found)
                 except ToolkitError as e:
                     if args.strict:
                         raise
@@ -318,7 +318,9 @@ def describe(f: dict[str, Any]) -> str:
         return "\n".join([f"{f['path']}  [{f['format']}]", *describe_requests(f)])
     if f["format"] in BENCH_FORMATS:
         layouts = ", ".join(f["layouts"]) or "-"
-        return f"{f['path']}  [{f['format']}]\n  {f['runs']} benchmark runs; layouts: {layouts}"
+        damaged = "".join(f"\n  damaged, {x}" for x in f.get("damaged", []))
+        runs = f"{f['runs']} benchmark runs; layouts: {layouts}"
+        return f"{f['path']}  [{f['format']}]\n  {runs}{damaged}"
     lines = [f"{f['path']}  [{f['format']}]"]
     if f["format"] == TORCH_TRACE:
         stage = f"stage {f['pp']}" if f["pp"] is not None else f"rank {f['rank']}"

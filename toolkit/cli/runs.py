@@ -12,16 +12,24 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
 
-from toolkit.cli.output import Progress
+from toolkit.cli.output import Progress, remember_secrets, say
 from toolkit.cli.stdin import spooled
 from toolkit.errors import ToolkitError
+from toolkit.load.damage import all_damage, damage_rows
 from toolkit.load.run import load_run
 from toolkit.run_analysis import RunAnalysis
 
-__all__ = ["PARTLY_FAILED", "load_analyses", "report_problems"]
+__all__ = [
+    "PARTLY_FAILED",
+    "bench_damage_status",
+    "damage_status",
+    "load_analyses",
+    "report_problems",
+]
 
 PARTLY_FAILED = 1
-"""Exit code when some inputs could not be read but the others were."""
+"""Exit code when some inputs could not be read, or were read only in part, and the rest were
+used."""
 
 
 def load_analyses(
@@ -77,6 +85,7 @@ def load_analyses(
                     continue
                 for part in ("log", "bench", "gpu"):
                     getattr(run, part)
+            remember_secrets(run.secrets)
             out.append(RunAnalysis(run))
     if not out:
         raise ToolkitError("; ".join(problems or ["no run directory given"]))
@@ -91,3 +100,23 @@ def report_problems(problems: Sequence[str]) -> int:
     for problem in problems:
         print(f"ppscope: skipped {problem}", file=sys.stderr)
     return PARTLY_FAILED if problems else 0
+
+
+def damage_status(contexts: Sequence[RunAnalysis]) -> int:
+    """``PARTLY_FAILED`` after naming on stderr each input used only as far as it was readable
+    (``damage.all_damage``); 0 when every input was read whole."""
+    return _said([row for ctx in contexts for row in all_damage(ctx.run)])
+
+
+def bench_damage_status(errors: Sequence[ToolkitError]) -> int:
+    """``damage_status`` of benchmark results loaded on their own (``BenchResults.damaged``)."""
+    return _said(damage_rows(list(errors), "benchmark results"))
+
+
+def _said(rows: list[dict[str, str]]) -> int:
+    if not rows:
+        return 0
+    say("ppscope: some input failed, the rest were used:")
+    for row in rows:
+        say(f"  {row['input']}: {row['detail']}")
+    return PARTLY_FAILED

@@ -45,9 +45,10 @@ from toolkit.analyze.servers import split_servers
 from toolkit.cli.accounting import account, account_lines
 from toolkit.cli.options import add_json, add_output, add_quiet
 from toolkit.cli.output import Progress, aligned, emit, number, to_json, wrapped
-from toolkit.cli.runs import PARTLY_FAILED
+from toolkit.cli.runs import PARTLY_FAILED, bench_damage_status
 from toolkit.errors import ToolkitError
 from toolkit.load.bench.results import BenchResults, load_bench
+from toolkit.load.limits import check
 
 KNEE_THRESHOLD = 0.5
 
@@ -86,8 +87,9 @@ def run(args: argparse.Namespace) -> int:
     given: dict[str, int] = {}
     for item in args.concurrency:
         name, sep, value = item.rpartition("=")
-        if not sep or not name or not value.strip().isdigit() or int(value) < 1:
-            raise ToolkitError(f"--concurrency: expected FILE=N with N ≥ 1, got {item!r}")
+        if not sep or not name or not value.strip().isdigit() or int(value[:20]) < 1:
+            raise ToolkitError(f"--concurrency: expected FILE=N with N ≥ 1, got {item[:60]!r}")
+        check("concurrency", int(value) if len(value) < 20 else math.inf, "--concurrency")
         given[name] = int(value)
     found = [p for p in args.paths if p.exists()]
     missing = [str(p) for p in args.paths if not p.exists()]
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     emit(to_json(report["json"]) if args.json else report["text"], args.output)
     for path in missing:
         print(f"ppscope: skipped {path}: no such file or directory", file=sys.stderr)
-    return PARTLY_FAILED if missing else 0
+    return max(PARTLY_FAILED if missing else 0, bench_damage_status(results.damaged))
 
 
 def scaling_report(results: BenchResults, missing: Sequence[str] = ()) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from typing import Any
 from toolkit.analyze.stage_wait import stage_share_series
 from toolkit.analyze.timeline import stage_gpu_series
 from toolkit.cli.options import add_output, add_quiet, add_run_dirs
-from toolkit.cli.runs import load_analyses, report_problems
+from toolkit.cli.output import secrets
+from toolkit.cli.runs import damage_status, load_analyses, report_problems
 from toolkit.diagnose.measured_stages import run_metrics, stage_shares
 from toolkit.errors import ToolkitError
 from toolkit.export.perfetto import chrome_trace, merge_chrome_traces, write_chrome_trace
@@ -47,14 +48,14 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_analyses(args.paths, quiet=args.quiet, problems=problems, title="timeline")
     traces = [run_trace(ctx) for ctx in loaded]
     trace = traces[0] if len(traces) == 1 else merge_chrome_traces(traces)
-    write_chrome_trace(args.output, trace)
+    write_chrome_trace(args.output, trace, secrets())
     counters = sum(1 for e in trace["traceEvents"] if e["ph"] == "C")
     stages = sum(t["otherData"]["stages"] for t in traces)
     print(
         f"{args.output}: {len(trace['traceEvents'])} events, {stages} stage track(s), "
         f"{counters} counter samples; open it in https://ui.perfetto.dev"
     )
-    return report_problems(problems)
+    return max(report_problems(problems), damage_status(loaded))
 
 
 def run_trace(ctx: RunAnalysis) -> dict[str, Any]:

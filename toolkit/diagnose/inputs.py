@@ -28,6 +28,15 @@ class Input:
     why: Callable[[RunAnalysis], str | None] | None = None  # a run's own reason, before supply
 
 
+def _damaged(ctx: RunAnalysis, what: str) -> str | None:
+    """Why a run that holds the input has none of it: its files could not be read (never the
+    advice to add what is there)."""
+    errors = ctx.run.found.get(what) or []
+    if not errors:
+        return None
+    return f"the run holds {what} that could not be read ({errors[0]}): repair or re-record it"
+
+
 def _has_decode(ctx: RunAnalysis) -> bool:
     return bool(ctx.batches.filter(pl.col("kind") == "decode").height)
 
@@ -83,6 +92,7 @@ INPUTS: dict[str, Input] = {
             "benchmark results",
             lambda ctx: ctx.bench is not None,
             "add the `sglang.bench_serving --output-file` JSONL (or its printed result block)",
+            lambda ctx: _damaged(ctx, "benchmark results"),
         ),
         Input(
             "GPU trace",
@@ -105,7 +115,7 @@ INPUTS: dict[str, Input] = {
             "a GPU trace, SGLang's /metrics with per-rank device time "
             "(SGLANG_ENABLE_METRICS_DEVICE_TIMER), SGLang ≥ 0.5.16's `fwd occupancy` in the "
             "decode lines, or the model's config.json (its layer split)",
-            lambda ctx: ctx.clock_problem("GPU trace", "metrics"),
+            lambda ctx: _damaged(ctx, "metrics") or ctx.clock_problem("GPU trace", "metrics"),
         ),
         Input(
             "model architecture",

@@ -10,12 +10,14 @@ Timestamps are microseconds since the Unix epoch of the log's local clock.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from toolkit.schema.jsonable import to_json
+from toolkit.load.redact import redact_value
+from toolkit.schema.jsonable import jsonable, to_json
 
 __all__ = ["chrome_trace", "merge_chrome_traces", "write_chrome_trace"]
 
@@ -109,10 +111,13 @@ def merge_chrome_traces(traces: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def write_chrome_trace(path: str | Path, trace: dict[str, Any]) -> Path:
-    """Write a trace dict as JSON (strict: no NaN) and return the path."""
+def write_chrome_trace(
+    path: str | Path, trace: dict[str, Any], secrets: Iterable[str] = ()
+) -> Path:
+    """Write a trace dict as JSON (strict: no NaN), every secret out of its text (the run's
+    ``secrets`` and whatever the scanner finds), and return the path."""
     out = Path(path)
-    out.write_text(to_json(trace, indent=None), encoding="utf-8")
+    out.write_text(to_json(redact_value(jsonable(trace), secrets), indent=None), encoding="utf-8")
     return out
 
 

@@ -8,13 +8,18 @@ capture host, without a zone.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from toolkit.errors import ParseError
 from toolkit.load.inputs import head_lines
 
-__all__ = ["first_record", "json_object", "local_time"]
+__all__ = ["check_text", "first_record", "json_object", "local_time", "lone_surrogate"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def json_object(text: str) -> dict[str, Any] | None:
@@ -50,3 +55,39 @@ def local_time(value: Any) -> datetime | None:
     except ValueError:
         return None
     return t if t.tzinfo is None else None
+
+
+def lone_surrogate(text: str, value: Any) -> str | None:
+    """Why ``value`` (the JSON of ``text``) is no text: a string holding a lone UTF-16
+    surrogate (``\\ud800`` without its pair), which no table can hold; None when it has none.
+
+    Only text that spells a surrogate escape is walked: the check costs nothing otherwise.
+
+    >>> lone_surrogate('{"a": "x\\\\ud800"}', json.loads('{"a": "x\\\\ud800"}'))
+    'a lone surrogate escape (\\\\ud800) in a string is no text'
+    """
+    first = _ESCAPE.search(text)
+    if first is None:
+        return None
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                return f"a lone surrogate escape ({first.group(0)}) in a string is no text"
+        elif isinstance(node, dict):
+            stack += [*node.keys(), *node.values()]
+        elif isinstance(node, list):
+            stack += node
+    return None
+
+
+def check_text(text: str, value: Any, path: str | Path, lineno: int | None = None) -> None:
+    """Raise ``ParseError`` at the escape's line when ``lone_surrogate`` finds one."""
+    reason = lone_surrogate(text, value)
+    if reason is not None:
+        first = _ESCAPE.search(text)
+        at = first.start() if first is not None else 0
+        raise ParseError(
+            path, lineno if lineno is not None else text.count("\n", 0, at) + 1, reason
+        )

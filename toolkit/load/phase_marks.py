@@ -20,6 +20,7 @@ from toolkit.errors import ParseError
 from toolkit.load import compression
 from toolkit.load.inputs import check_input, split_lines
 from toolkit.load.jsonl import first_record, json_object, local_time
+from toolkit.load.limits import beyond
 from toolkit.schema.bench import PHASE_MARKS
 
 __all__ = ["PHASE_FORMAT", "is_phase_file", "load_phase_marks", "phase_file_problems"]
@@ -88,6 +89,15 @@ def _row(line: str) -> tuple[dict[str, Any] | None, str]:
     start, end = local_time(record.get("start")), local_time(record.get("end"))
     if start is None or end is None or end < start:
         return None, "start and end must be local times, end not before start"
+    for key, limit in (
+        ("phase", "phases"),
+        ("concurrency", "concurrency"),
+        ("num_prompts", "num_prompts"),
+    ):
+        value = _whole(record.get(key))
+        reason = beyond(limit, value) if value is not None else None
+        if reason is not None:  # it would size a replay: the line is left out, named
+            return None, f"{key}: {reason}"
     return {
         "phase": _whole(record.get("phase")),
         "concurrency": _whole(record.get("concurrency")),

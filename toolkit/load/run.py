@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import ParseError, ToolkitError
 from toolkit.load import compression
 from toolkit.load.assembly import (
     LAUNCH_SPANS,
@@ -27,6 +27,7 @@ from toolkit.load.assembly import (
 )
 from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.results import BenchResults, load_bench
+from toolkit.load.damage import collecting, input_damage
 from toolkit.load.gpu import trace_formats
 from toolkit.load.gpu.identity import uuid_nodes
 from toolkit.load.gpu.inventory import APPS_FORMAT, LIST_FORMAT
@@ -49,6 +50,7 @@ from toolkit.load.prometheus import TEXT as METRICS_TEXT
 from toolkit.load.prometheus import Metrics, load_metrics
 from toolkit.load.requests import REQUESTS_FORMAT, load_server_requests
 from toolkit.load.run_config import RunConfig, read_run_config
+from toolkit.load.run_secrets import run_secrets
 from toolkit.load.server_info import SERVER_INFO_FORMAT, first_answer_args, load_server_info
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sglang.restarts import implicit_starts, log_host_of
@@ -69,6 +71,8 @@ class Run:
     config: RunConfig
     files: dict[str, list[Path]] = field(default_factory=dict)  # format name → files
     cache: bool = True
+    found: dict[str, list[ToolkitError]] = field(default_factory=dict, init=False, repr=False)
+    """Damage read past while loading, by input (``damage``)."""
 
     @property
     def has_inputs(self) -> bool:
@@ -76,6 +80,11 @@ class Run:
         the server's Prometheus metrics."""
         inputs = {"sglang-log", "sglang-dataset", *BENCH_FORMATS, *trace_formats()}
         return bool((inputs | set(METRICS_FORMATS)) & set(self.files))
+
+    @cached_property
+    def secrets(self) -> frozenset[str]:
+        """Secret values the inputs hold (``run_secrets``): every output removes them."""
+        return run_secrets(self)
 
     @cached_property
     def log(self) -> SGLangLog | None:
@@ -197,8 +206,10 @@ class Run:
             return None
         try:
             results = load_bench(paths, label=self.label, cache=self.cache)
-        except ToolkitError:
-            return None  # no file held a result
+        except ToolkitError as e:  # no file held a result: damage when one was broken
+            self.found["benchmark results"] = [e] if isinstance(e, ParseError) else []
+            return None
+        self.found["benchmark results"] = results.damaged
         return results if results.runs.height else None
 
     @cached_property
@@ -233,7 +244,8 @@ class Run:
         paths = self.files.get(SERVER_INFO_FORMAT, [])
         if not paths:
             return None
-        return load_server_info(paths, clock_offset_s=self.config.clock_offset_s)
+        with collecting() as self.found["server info"]:
+            return load_server_info(paths, clock_offset_s=self.config.clock_offset_s)
 
     @cached_property
     def metrics(self) -> Metrics | None:
@@ -243,7 +255,8 @@ class Run:
         paths = [p for fmt in METRICS_FORMATS for p in self.files.get(fmt, [])]
         if not paths:
             return None
-        return load_metrics(paths, clock_offset_s=self.config.clock_offset_s)
+        with collecting() as self.found["metrics"]:
+            return load_metrics(paths, clock_offset_s=self.config.clock_offset_s)
 
     @cached_property
     def launch_spans(self) -> pl.DataFrame:
@@ -386,6 +399,7 @@ class Run:
                     "clock_offset_s in run.toml if its clock is off)",
                 }
             )
+        out += input_damage(self)
         said = {(m["input"], f) for m in out for f in m["files"].split(", ")}
         out += [n for n in stray_notes(self.stray_inputs) if (n["input"], n["files"]) not in said]
         return out

@@ -29,6 +29,8 @@ _SECRET_PARTS = frozenset(
         "credentials",
         "apikey",
         "cookie",
+        "signature",  # signed URLs: X-Amz-Signature, a CDN's Signature
+        "sig",  # Azure SAS tokens
     }
 )
 _SECRET_NAMES = frozenset(

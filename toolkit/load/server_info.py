@@ -21,6 +21,7 @@ import polars as pl
 
 from toolkit.errors import ParseError
 from toolkit.load import compression
+from toolkit.load.damage import CUT_LINE, cut_tail, damaged
 from toolkit.load.inputs import check_input, split_lines
 from toolkit.load.jsonl import first_record, json_object, local_time
 from toolkit.schema.sglang import SERVER_INFO
@@ -100,8 +101,9 @@ def load_server_info(paths: Iterable[str | Path], *, clock_offset_s: float = 0.0
     Raises
     ------
     ParseError
-        When a line of a ``server_info.jsonl`` is no call record (with its line), or a saved
-        answer is no JSON object stating server arguments.
+        When a line of a ``server_info.jsonl`` is no call record (with its line; while damage
+        is collected, ``damage.collecting``, it is kept there and the other lines are read),
+        or a saved answer is no JSON object stating server arguments.
     """
     shift = timedelta(seconds=clock_offset_s)
     rows: list[dict[str, Any]] = []
@@ -116,14 +118,18 @@ def load_server_info(paths: Iterable[str | Path], *, clock_offset_s: float = 0.0
             rows += _rows(str(path), 1, None, None, None, answer)
             continue
         text = compression.head_bytes(path, MAX_BYTES).decode("utf-8", "replace")
-        for lineno, line in enumerate(split_lines(text), 1):
+        lines = split_lines(text)
+        for lineno, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             call = _call(line)
-            if call is None:
-                raise ParseError(
-                    path, lineno, "not a server_info call ({ts, endpoint, info})", line
-                )
+            if call is None and cut_tail(text, lineno, len(lines)):
+                damaged(ParseError(path, lineno, CUT_LINE, line))
+                break
+            if call is None:  # kept as damage while it is collected: the other calls are read
+                why = "not a server_info call ({ts, endpoint, info})"
+                damaged(ParseError(path, lineno, why, line))
+                continue
             ts = local_time(call.get("ts"))
             phase = call.get("phase")
             phase = phase if isinstance(phase, int) and not isinstance(phase, bool) else None

@@ -47,9 +47,8 @@ from toolkit.report.provenance import input_files, provenance
 from toolkit.report.redact import (
     redact_html,
     redact_text,
+    redact_value,
     scrub,
-    secrets_in_args,
-    secrets_in_command,
     walk_strings,
 )
 from toolkit.report.runs import resolve_run_dir
@@ -250,17 +249,13 @@ def _say(progress: bool, text: str) -> None:
 
 
 def _secrets(run_dirs: Sequence[Path]) -> set[str]:
-    """Secret values in the runs' launches and launch commands (the log is cached by now)."""
+    """Secret values in the runs' inputs (``Run.secrets``; the log is cached by now)."""
     from toolkit.load.run import load_run
 
     found: set[str] = set()
     for directory in run_dirs:
         try:
-            run = load_run(directory)
-            if run.config.command:
-                found |= secrets_in_command(run.config.command)
-            for launch in run.log.launches if run.log is not None else []:
-                found |= secrets_in_args(launch.server_args)
+            found |= load_run(directory).secrets
         except ToolkitError:
             continue  # the notebook reported what it could not read
     return found
@@ -483,7 +478,9 @@ def render(
         "gap": records.pop("gap", None),
         "views": records,
     }
-    data = walk_strings(data, lambda s: strip_root(redact_text(s, secrets) if redact else s, root))
+    data = walk_strings(
+        redact_value(data, secrets) if redact else data, lambda s: strip_root(s, root)
+    )
     text = to_json(data)
     sidecar.write_text(scrub(text, secrets) if redact else text, encoding="utf-8")
     seconds = time.perf_counter() - started

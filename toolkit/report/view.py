@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from toolkit.report.context import RECORD_MIME, in_report, redacting
-from toolkit.report.redact import escape, redact_text, walk_strings
+from toolkit.report.redact import escape, redact_text, redact_value, walk_strings
 from toolkit.schema.jsonable import jsonable
 
 if TYPE_CHECKING:  # altair costs seconds to import: only where charts are made
@@ -224,13 +224,11 @@ def clean(text: Any) -> str:
 
 
 def clean_frame(frame: pl.DataFrame) -> pl.DataFrame:
-    """Every text column of a frame through ``clean``."""
-    if not redacting():
+    """Every text of a frame through the redactor, row by row (``redact_value``: a row that
+    names a secret setting has its values replaced) unless redaction is off."""
+    if not redacting() or not any(dt == pl.String for dt in frame.schema.values()):
         return frame
-    strings = [n for n, dt in frame.schema.items() if dt == pl.String]
-    return frame.with_columns(
-        pl.col(n).map_elements(redact_text, return_dtype=pl.String) for n in strings
-    )
+    return pl.DataFrame(redact_value(frame.to_dicts()), schema=frame.schema, orient="row")
 
 
 def _is_chart(item: Any) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from toolkit.errors import ToolkitError
 from toolkit.load.layout import RunLayout
+from toolkit.load.limits import check
 
 CLIP_MAX_NEW_TOKENS = 4096
 """``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``: most output tokens admission reserves."""
@@ -113,6 +114,14 @@ class Layout:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ToolkitError(f"layout: {name} must be at least 1, got {value}")
+        # before any replay allocates by them: slots, requests and tokens within plausible limits
+        for name in ("tp", "pp", "dp"):
+            check("parallel_size", getattr(self, name), f"layout: {name}")
+        check("slots", self.pp + self.pp_async_batch_depth, "layout: pp + pp_async_batch_depth")
+        check("running_requests", self.pp_max_micro_batch_size, "layout: pp_max_micro_batch_size")
+        check("running_requests", self.max_running_requests, "layout: max_running_requests")
+        check("tokens", self.max_total_num_tokens, "layout: max_total_num_tokens")
+        check("tokens", self.chunked_prefill_size, "layout: chunked_prefill_size")
 
     @property
     def loop_size(self) -> int:
@@ -161,6 +170,11 @@ class Workload:
         for name in ("input_jitter", "output_jitter"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ToolkitError(f"workload: {name} must be in [0, 1), got {getattr(self, name)}")
+        # a replay holds one entry per request in flight: bounded before it allocates
+        check("concurrency", self.concurrency, "workload")
+        check("tokens", self.input_len, "workload: input_len")
+        check("tokens", self.output_len, "workload: output_len")
+        check("requests", self.num_requests, "workload: num_requests")
 
 
 # ── presets ───────────────────────────────────────────────────────────────────────────────────────

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import ParseError, ToolkitError
 from toolkit.load.bench.common import (
     Parsed,
     concurrency_from_text,
@@ -28,6 +28,8 @@ from toolkit.load.bench.common import (
 )
 from toolkit.load.bench.context import RunContext
 from toolkit.load.bench.format import Detector, Format, Loader, Options, Summarizer
+from toolkit.load.damage import collecting
+from toolkit.load.limits import beyond
 from toolkit.schema.bench import REQUESTS, RUNS
 
 __all__ = ["BenchResults", "Collector", "result_format", "summarize_results"]
@@ -45,6 +47,8 @@ class BenchResults:
     requests: pl.DataFrame
     files: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    damaged: list[ToolkitError] = field(default_factory=list)
+    """Damage read past (a cut last line, a result file of a run directory that failed)."""
 
     def __repr__(self) -> str:
         layouts = ", ".join(self.layouts)
@@ -72,12 +76,16 @@ class Collector:
     files: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     failed: list[ToolkitError] = field(default_factory=list)
+    damaged: list[ToolkitError] = field(default_factory=list)
     exports: dict[int, str] = field(default_factory=dict)  # run → how its tool exported it
 
     def add(self, path: Path, fmt: str, load: Loader, context: RunContext) -> None:
         """The runs of one file, read by ``load`` (the ``load`` of format ``fmt``)."""
         labels: list[str] = []
-        parsed_runs = load(path, Options(self.mapping, context.cache))
+        start = len(self.damaged)
+        with collecting() as found:
+            parsed_runs = load(path, Options(self.mapping, context.cache))
+        self.damaged += found
         for entry, parsed in enumerate(parsed_runs):
             row = _resolve(parsed, context, self.label)
             given = self.concurrency.get(str(path), self.concurrency.get(path.name))
@@ -86,9 +94,14 @@ class Collector:
             row.update(source=str(path), run=len(self.runs), entry=entry, format=fmt)
             row["lineno"] = parsed.lineno
             row["extra"] = extra_json(parsed.extra)
+            typed = _typed(row, RUNS)
+            reason = _beyond_limits(typed)
+            if reason is not None:  # it would size a replay: this run is left out, named
+                self.damaged.append(ParseError(path, parsed.lineno, f"{reason}; run left out"))
+                continue
             if parsed.export is not None:
                 self.exports[row["run"]] = parsed.export
-            self.runs.append(_typed(row, RUNS))
+            self.runs.append(typed)
             for request in parsed.requests:
                 request.update(
                     source=str(path),
@@ -99,8 +112,11 @@ class Collector:
                 self.requests.append(_typed(request, REQUESTS))
             if row["label"] not in labels:
                 labels.append(row["label"])
+        mine = self.damaged[start:]
+        damaged = [f"line {getattr(e, 'lineno', '?')}: {getattr(e, 'reason', e)}" for e in mine]
         self.files.append(
             {"path": str(path), "format": fmt, "runs": len(parsed_runs), "layouts": labels}
+            | ({"damaged": damaged} if damaged else {})
         )
 
     def merge_exports(self) -> None:
@@ -153,7 +169,19 @@ class Collector:
             requests=pl.DataFrame(self.requests, schema=REQUESTS, orient="row"),
             files=self.files,
             skipped=self.skipped,
+            damaged=self.damaged,
         )
+
+
+def _beyond_limits(row: dict[str, Any]) -> str | None:
+    """Why a run's numbers that size work are beyond their limits (``load.limits``), or None."""
+    for key, limit in (("concurrency", "concurrency"), ("max_concurrency", "concurrency"),
+                       ("num_prompts", "num_prompts"), ("completed", "num_prompts")):  # fmt: skip
+        value = row.get(key)
+        reason = beyond(limit, value) if isinstance(value, int | float) else None
+        if reason is not None:
+            return f"{key}: {reason}"
+    return None
 
 
 def result_format(name: str, description: str, detect: Detector, load: Loader, kind: str) -> Format:

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ParseError
+from toolkit.load.damage import CUT_LINE, cut_tail, damaged
 from toolkit.load.inputs import split_lines
+from toolkit.load.jsonl import check_text
 from toolkit.load.layout import RunLayout
 from toolkit.schema.jsonable import to_json
 
@@ -233,6 +235,7 @@ def parse_json(text: str, path: Path, lineno: int | None = None) -> Any:
         raise ParseError(path, lineno, f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
     if _deeper_than(value, MAX_JSON_DEPTH):
         raise ParseError(path, lineno, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    check_text(text, value, path, lineno)
     return value
 
 
@@ -300,12 +303,20 @@ def json_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
     Raises
     ------
     ParseError
-        A line that is not JSON, or not a JSON object, with its line number.
+        A line that is not JSON, or not a JSON object, with its line number. A cut last line
+        (no newline after it) is ``damaged``: kept as damage when it is being collected.
     """
-    for lineno, line in enumerate(split_lines(text), start=1):
+    lines = split_lines(text)
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        obj = parse_json(line, path, lineno)
+        try:
+            obj = parse_json(line, path, lineno)
+        except ParseError as e:
+            if not cut_tail(text, lineno, len(lines)) or "JSON" not in e.reason:
+                raise
+            damaged(ParseError(path, lineno, CUT_LINE, line))
+            return
         if not isinstance(obj, dict):
             raise ParseError(path, lineno, "expected one JSON object per line", line)
         yield lineno, obj

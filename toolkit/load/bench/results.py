@@ -19,7 +19,7 @@ from toolkit.load import text as lines_io
 from toolkit.load.bench import FORMATS, sniff_bench_format
 from toolkit.load.bench.collect import BenchResults, Collector
 from toolkit.load.bench.context import RunContext, walk
-from toolkit.load.bench.format import Options
+from toolkit.load.bench.format import Format, Options
 from toolkit.load.bench.sweep_csv import BENCH_CSV, looks_tabular
 from toolkit.load.inputs import check_input
 
@@ -97,11 +97,11 @@ def _read(collector: Collector, item: Path, mapping: dict[str, str] | None, cach
             if fmt is None:
                 collector.skipped.append({"path": str(path), "reason": "no benchmark result"})
                 continue
-            collector.add(path, fmt.name, fmt.load, context)
+            _add(collector, path, fmt, context)
     else:
         fmt = FORMATS.get(sniff_bench_format(item) or "")
         if fmt is not None:
-            collector.add(item, fmt.name, fmt.load, RunContext(item.parent, False, cache))
+            _add(collector, item, fmt, RunContext(item.parent, False, cache))
             return
         # A named file that is no known result: a table is tried as a sweep CSV, whose
         # reader says which columns it found. Among other results (a shell glob over run
@@ -115,6 +115,17 @@ def _read(collector: Collector, item: Path, mapping: dict[str, str] | None, cach
         except (ParseError, UnknownFormat) as e:
             collector.failed.append(e)
             collector.skipped.append({"path": str(item), "reason": str(e)})
+
+
+def _add(collector: Collector, path: Path, fmt: Format, context: RunContext) -> None:
+    """The runs of one result file; a broken file is damage, and the others are still read
+    (alone, its error is the answer: ``Collector.results`` raises it)."""
+    try:
+        collector.add(path, fmt.name, fmt.load, context)
+    except (ParseError, UnknownFormat) as e:
+        collector.failed.append(e)
+        collector.damaged.append(e)
+        collector.skipped.append({"path": str(path), "reason": str(e)})
 
 
 def summarize_bench_file(

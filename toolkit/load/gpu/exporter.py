@@ -220,16 +220,27 @@ def _exporter_value(name: str, value: float) -> tuple[str, float | str | None]:
     column = field.column if field else dcgm_unknown_column(name)
     if field is None and (column in SAMPLES or column in _LABEL_COLUMNS.values()):
         column = "dcgm_" + column  # an unknown metric must not land on a declared column
-    if value is None or not math.isfinite(value) or is_blank(value):
-        return column, None
+    if value is None or not _finite(value) or is_blank(value):
+        return column, None  # kept as text in the unreadable cells, counted
     if column == "pstate":
         return column, f"P{int(value)}"
     return column, value * (field.scale if field else 1.0)
 
 
+def _finite(value: float) -> bool:
+    """A finite number a float holds (an exporter may print a 400-digit integer)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _printed(value: float) -> str:
     if value is None:
         return "?"
+    if isinstance(value, int) and not _finite(value):
+        text = str(value)
+        return f"{text[:20]}… ({len(text)} digits)"
     if isinstance(value, float) and math.isnan(value):
         return "NaN"
     if is_blank(value):

@@ -21,13 +21,14 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.errors import UnknownFormat
+from toolkit.errors import ToolkitError, UnknownFormat
+from toolkit.load.damage import damaged
 from toolkit.load.inputs import check_input
 from toolkit.load.prometheus.aiperf import aiperf_samples, is_aiperf_export
 from toolkit.load.prometheus.exposition import ExpositionReader
 from toolkit.load.prometheus.gateway import engine_names, split_router
 from toolkit.load.prometheus.query_range import is_query_result, query_samples
-from toolkit.load.prometheus.series import RawSamples, intervals
+from toolkit.load.prometheus.series import RawSamples, dedupe, intervals
 from toolkit.load.prometheus.snapshots import is_snapshot_file, snapshots
 from toolkit.load.prometheus.tally import Tally
 from toolkit.load.prometheus.text import is_metrics_text, text_scrapes
@@ -229,7 +230,9 @@ def load_metrics(
         A file that is neither format.
     ParseError
         A file that cannot be read as its format; with ``strict`` also the first line, series
-        or value that is left out otherwise.
+        or value that is left out otherwise. Without ``strict``, while damage is collected
+        (``damage.collecting``), a file that cannot be read is kept as damage and the others
+        are used.
     """
     raw, frames, tally, scrapes, sources = RawSamples(), [], Tally(), 0, []
     untimed = RawSamples()
@@ -240,9 +243,16 @@ def load_metrics(
             raise UnknownFormat(
                 path, "no /metrics snapshots or answer, Prometheus answer or AIPerf export"
             )
-        scrapes += _READERS[fmt](path, raw, frames, tally, strict, untimed)
+        try:
+            scrapes += _READERS[fmt](path, raw, frames, tally, strict, untimed)
+        except ToolkitError as e:
+            if strict:
+                raise
+            damaged(e)
+            continue
         sources.append(str(path))
-    table, resets = intervals(pl.concat([raw.frame(), *frames]), clock_offset_s=clock_offset_s)
+    samples = dedupe(pl.concat([raw.frame(), *frames]), tally, strict=strict)
+    table, resets = intervals(samples, clock_offset_s=clock_offset_s)
     tally.add("reset", n=resets)
     listed = untimed.frame().select(UNTIMED.names()).cast(dict(UNTIMED))
     table, renamed = engine_names(table.cast(METRICS))  # type: ignore[arg-type]

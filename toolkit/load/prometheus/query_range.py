@@ -21,6 +21,7 @@ from typing import Any
 from toolkit.errors import ParseError, UnknownFormat, UnsupportedCompression
 from toolkit.load import compression
 from toolkit.load.inputs import check_input, head_lines
+from toolkit.load.jsonl import check_text
 from toolkit.load.prometheus.exposition import Sample, resolve
 from toolkit.load.prometheus.tally import Tally
 
@@ -65,6 +66,7 @@ def query_samples(
         raise ParseError(path, None, f"not a JSON document ({str(e)[:80]})") from None
     if not isinstance(data, dict):
         raise ParseError(path, None, "not a JSON object")
+    check_text(text, data, path)
     body = data.get("data")
     kind = body.get("resultType") if isinstance(body, dict) else None
     if data.get("status") != "success" or not isinstance(body, dict) or kind not in _KINDS:

@@ -16,10 +16,12 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.errors import ParseError
 from toolkit.load.prometheus.exposition import Sample
+from toolkit.load.prometheus.tally import Tally
 from toolkit.schema.prometheus import METRICS, RANK_LABELS
 
-__all__ = ["RAW", "RawSamples", "intervals", "split_labels"]
+__all__ = ["RAW", "RawSamples", "dedupe", "intervals", "split_labels"]
 
 _RANK = re.compile(r"\d{1,6}")
 _KEY = ("source", "metric", "pp_rank", "tp_rank", "dp_rank", "labels")
@@ -85,6 +87,47 @@ def split_labels(labels: dict[str, str]) -> tuple[Any, ...]:
         else:
             ranks.append(None)
     return (*ranks, json.dumps(rest, sort_keys=True, ensure_ascii=False))
+
+
+def dedupe(raw: pl.DataFrame, tally: Tally, *, strict: bool = False) -> pl.DataFrame:
+    """``raw`` with each series read once per scrape.
+
+    A series printed twice in one scrape (same file, time, metric, labels and part) is no
+    second scrape: differenced, it would read as a restart and double every rate. Copies of the
+    same value are read once (counted as ``duplicate``); copies that disagree are left out
+    (``conflict``), or raise ``ParseError`` at the second copy with ``strict``.
+    """
+    key = [*_KEY, "kind", "part", "ts"]
+    groups = (
+        raw.group_by(key)
+        .agg(
+            n=pl.len(),
+            values=pl.col("value").n_unique(),
+            first=pl.col("lineno").min(),
+            second=pl.col("lineno").sort().get(1, null_on_oob=True),
+        )
+        .filter(pl.col("n") > 1)
+    )
+    if not groups.height:
+        return raw
+    same = groups.filter(pl.col("values") == 1)
+    conflicts = groups.filter(pl.col("values") > 1)
+    if same.height:
+        row = same.row(0, named=True)
+        where = f"{row['source']}:{row['second']}: {row['metric']} as on line {row['first']}"
+        tally.add("duplicate", where, n=int((same["n"] - 1).sum()))
+    if conflicts.height:
+        row = conflicts.row(0, named=True)
+        reason = f"{row['metric']} printed again in one scrape with another value"
+        if strict:
+            raise ParseError(
+                row["source"], row["second"], f"{reason} (first on line {row['first']})"
+            )
+        tally.add(
+            "conflict", f"{row['source']}:{row['second']}: {reason}", n=int(conflicts["n"].sum())
+        )
+        raw = raw.join(conflicts.select(key), on=key, how="anti", nulls_equal=True)
+    return raw.unique(subset=key, keep="first", maintain_order=True)
 
 
 def intervals(raw: pl.DataFrame, *, clock_offset_s: float = 0.0) -> tuple[pl.DataFrame, int]:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from toolkit.errors import ParseError
 from toolkit.load import compression
+from toolkit.load.damage import CUT_LINE, note
 from toolkit.load.inputs import check_input, head_lines
-from toolkit.load.jsonl import json_object, local_time
+from toolkit.load.jsonl import json_object, local_time, lone_surrogate
 from toolkit.load.prometheus.tally import Tally
 
 __all__ = ["MAX_LINE_BYTES", "is_snapshot_file", "snapshots"]
@@ -61,6 +62,8 @@ def snapshots(
                 continue
             found = _snapshot(line)
             if isinstance(found, str):
+                if not raw.endswith(b"\n"):  # the last line, cut by a writer that stopped
+                    note(ParseError(path, lineno, CUT_LINE, line))
                 _reject(path, lineno, found, line, skipped, strict)
                 continue
             yield lineno, *found
@@ -75,6 +78,9 @@ def _snapshot(line: str) -> tuple[datetime, str] | str:
         return "not a JSON object (a line cut short?)"
     if not isinstance(record.get("text"), str):
         return 'not a snapshot: a JSON object with "ts" and "text" expected'
+    broken = lone_surrogate(line, record)
+    if broken is not None:
+        return broken
     stamp = record.get("ts")
     ts = local_time(stamp)
     if ts is None:

@@ -21,6 +21,8 @@ REASONS: dict[str, str] = {
     "bad value": "[time, value] pairs that are no numbers, or times no clock reaches",
     "bad row": "AIPerf export rows of an unknown metric_type or without a metric_name",
     "reset": "counter or histogram intervals dropped: the value went down (a server restart)",
+    "duplicate": "samples printed twice in one scrape with the same value, read once",
+    "conflict": "samples printed twice in one scrape with different values, left out",
 }
 """Reason → what it means in a note."""
 

@@ -54,7 +54,8 @@ def typed_value(field: BatchField, text: str) -> object:
     if field.column.endswith("_pct"):
         text = text.removesuffix("%")
     if field.dtype == pl.Int64:
-        if not re.fullmatch(r"-?\d+", text):
+        # past 64 bits the text is kept (the line's ``extra``), never a column's overflow
+        if not re.fullmatch(r"-?\d{1,19}", text) or not -(2**63) <= int(text) < 2**63:
             raise ValueError(text)
         return int(text)
     value = float(text)  # accepts nan and inf, which SGLang prints for 0/0 and x/0
@@ -96,7 +97,7 @@ def parse_batch_message(message: str) -> BatchLine | None:
         return None
     values: dict[str, object] = {"kind": head["kind"].lower()}
     for group, column in (("gpu", "gpu_id"), ("mixed", "mixed_running_req"), ("fct", "forward_ct")):
-        if head[group] is not None:
+        if head[group] is not None and len(head[group]) <= 18:  # longer: kept in the message
             values[column] = int(head[group])
     body = message[head.end() :].rstrip()
     if body.endswith(","):

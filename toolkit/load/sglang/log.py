@@ -42,7 +42,7 @@ from toolkit.schema.sglang import BATCHES, EVENTS, HTTP, OTHER, RANK_TAGS
 __all__ = ["FORMAT", "NO_DUMP", "Launch", "SGLangLog", "load_sglang_log", "open_dataset"]
 
 FORMAT = "sglang-log"
-_RANK = re.compile(r"\b(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)\b")
+_RANK = re.compile(r"\b(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d{1,6})\b")  # a longer number is no rank
 _ACCESS = r'^INFO:\s+(\S+) - "(\S+) (\S+)(?: [^"]*)?" (\d{3})'
 _TIME = ["lineno", "ts", "clock", "wrapper_ts"]
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
+from toolkit.load.limits import python_time
 from toolkit.load.sglang.batch_line import GRAPH_LABELS, KEY_COLUMN, batch_shape
 from toolkit.load.sglang.overrides import OVERRIDE_PREFIXES, REFUSED_MARK, REFUSED_PREFIX
 from toolkit.load.sglang.wrappers import Wrapper, byte_slice
@@ -177,6 +178,7 @@ def _stamp(content: pl.Expr) -> dict[str, pl.Expr]:
     has_ms = content.str.slice(clock_len, 1) == "."
     millis = content.str.slice(clock_len + 1, 3).cast(pl.Int64, strict=False)
     stamp = content.str.head(19).str.strptime(pl.Datetime("ms"), "%Y-%m-%d %H:%M:%S", strict=False)
+    stamp = python_time(stamp)
     return {
         "ts": pl.when(dated).then(
             stamp + pl.duration(milliseconds=pl.when(has_ms).then(millis).otherwise(0))

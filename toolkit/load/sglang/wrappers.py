@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from toolkit.load.limits import python_time
+
 _MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
 
@@ -71,7 +73,7 @@ def _iso_ts(text: pl.Expr) -> pl.Expr:
     micros = pl.when(has_frac).then(
         digits.str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64, strict=False)
     )
-    return base + pl.duration(microseconds=micros.fill_null(0))
+    return python_time(base + pl.duration(microseconds=micros.fill_null(0)))
 
 
 def _raw(line: pl.Expr, year: int | None) -> Split:
@@ -87,7 +89,9 @@ def _journal(width: int, iso: bool) -> Callable[[pl.Expr, int | None], Split]:
             ts = _iso_ts(byte_slice(line, 0, _END))
         elif year is not None:
             text = pl.concat_str(pl.lit(f"{year} "), line.str.head(width))
-            ts = text.str.strptime(pl.Datetime("us"), "%Y %b %e %H:%M:%S%.f", strict=False)
+            ts = python_time(
+                text.str.strptime(pl.Datetime("us"), "%Y %b %e %H:%M:%S%.f", strict=False)
+            )
         else:
             ts = _NO_TS  # short format has no year and the log gave none to borrow
         ok = _AT.is_not_null() & (_AT > _END) & (line.str.slice(_END, 1) == " ")
@@ -153,6 +157,7 @@ def _python_logger(line: pl.Expr, year: int | None) -> Split:
     ok = (line.str.slice(19, 1) == ",") & (line.str.slice(23, 3) == " - ") & _AT.is_not_null()
     ok = ok & level_end.is_not_null()
     ts = line.str.head(23).str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S,%3f", strict=False)
+    ts = python_time(ts)
     return Split(
         pl.when(_OK).then(byte_slice(after_level, _END + 3)).otherwise(line),
         pl.when(_OK).then(ts),

@@ -1,0 +1,174 @@
+"""Damaged inputs are used as far as they are readable, named with ``path:line``; commands exit 1
+("some input failed, the rest were used") and never advise adding what is there."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import TEST_DATA
+
+from toolkit.cli.main import main
+from toolkit.errors import ParseError
+from toolkit.load.bench.results import load_bench
+from toolkit.load.damage import CUT_LINE, collecting, damaged, input_damage
+from toolkit.load.run import load_run
+
+RUN = TEST_DATA / "diagnose" / "tp8-decline"  # a log and three benchmark results
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(RUN, tmp_path / "run"))
+
+
+def _cut(path: Path, keep: int = 40) -> int:
+    """Cut the file's last line ``keep`` characters in, as a killed writer leaves it; its
+    line number."""
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines[:-1], lines[-1][:keep]]))
+    return len(lines)
+
+
+def _diagnose(run: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["diagnose", "-q", str(run)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_cut_last_bench_line_keeps_the_lines_before_it(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    whole = load_run(RUN, cache=False).bench.runs.height
+    line = _cut(run / "bench.jsonl")
+    loaded = load_run(run, cache=False)
+    assert loaded.bench.runs.height == whole - 1
+    code, out, err = _diagnose(run, capsys)
+    assert code == 1
+    assert "some input failed, the rest were used" in err
+    assert f"bench.jsonl:{line}: {CUT_LINE}" in err
+    assert "add the `sglang.bench_serving" not in out
+
+
+def test_a_cut_only_line_says_the_results_could_not_be_read(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = run / "bench.jsonl"
+    first = bench.read_text().splitlines()[0]
+    bench.write_text(first[:-20] + "\n" + first + "\n")  # line 1 broken, line 2 whole
+    code, out, err = _diagnose(run, capsys)
+    assert code == 1 and "bench.jsonl:1: not valid JSON" in err
+    assert "add the `sglang.bench_serving" not in out
+    assert "could not be read" in out
+
+
+def test_a_bad_line_in_an_extra_export_keeps_the_results_beside_it(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = (TEST_DATA / "bench" / "aiperf" / "flat" / "profile_export.jsonl").read_text()
+    lines = lines.splitlines()
+    lines[3] = lines[3][: len(lines[3]) // 2]
+    (run / "profile_export.jsonl").write_text("\n".join(lines) + "\n")
+    assert load_run(run, cache=False).bench is not None
+    code, out, err = _diagnose(run, capsys)
+    assert code == 1 and "profile_export.jsonl:4" in err
+    assert "add the `sglang.bench_serving" not in out
+
+
+def test_an_unreadable_metrics_file_keeps_the_others(run: Path) -> None:
+    shutil.copy(TEST_DATA / "prometheus" / "metrics.jsonl", run / "metrics.jsonl")
+    good = load_run(run, cache=False).metrics.samples.height
+    text = (TEST_DATA / "prometheus" / "query_range.json").read_text()
+    (run / "query_range.json").write_text(text[: len(text) // 2])
+    loaded = load_run(run, cache=False)
+    assert loaded.metrics.samples.height == good
+    rows = input_damage(loaded)
+    assert [r["files"] for r in rows] == ["query_range.json"]
+
+
+def test_a_cut_last_server_info_line_does_not_refuse_the_run(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call = {"ts": "2026-05-01T10:05:30.000", "phase": None, "when": "start",
+            "endpoint": "/server_info", "info": {"tp_size": 8, "pp_size": 1}}  # fmt: skip
+    text = json.dumps(call) + "\n" + json.dumps({**call, "when": "end"})
+    (run / "server_info.jsonl").write_text(text[:-25])
+    assert load_run(run, cache=False).server_info["lineno"].unique().to_list() == [1]
+    code, _out, err = _diagnose(run, capsys)
+    assert code == 1 and f"server_info.jsonl:2: {CUT_LINE}" in err
+
+
+def test_outside_a_collection_damage_is_raised() -> None:
+    error = ParseError("x.jsonl", 3, CUT_LINE)
+    with collecting() as found:
+        damaged(error)
+    assert found == [error]
+    with pytest.raises(ParseError):
+        damaged(error)
+
+
+def test_results_loaded_alone_carry_their_cut_line(tmp_path: Path) -> None:
+    path = tmp_path / "bench.jsonl"
+    shutil.copy(RUN / "bench.jsonl", path)
+    line = _cut(path)
+    results = load_bench(path)
+    assert [(e.lineno, e.reason) for e in results.damaged] == [(line, CUT_LINE)]
+
+
+def test_a_cut_last_metrics_line_keeps_the_scrapes_before_it(run: Path) -> None:
+    path = run / "metrics.jsonl"
+    shutil.copy(TEST_DATA / "prometheus" / "metrics.jsonl", path)
+    line = _cut(path, keep=300)
+    loaded = load_run(run, cache=False)
+    assert loaded.metrics.scrapes == line - 1
+    details = [r["detail"] for r in input_damage(loaded)]
+    assert details == [f"metrics.jsonl:{line}: {CUT_LINE}"]
+
+
+def test_parse_names_a_cut_line_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bench.jsonl"
+    shutil.copy(RUN / "bench.jsonl", path)
+    line = _cut(path)
+    assert main(["parse", "-q", str(path)]) == 1
+    assert f"damaged, line {line}: {CUT_LINE}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["diff", "model", "timeline"])
+def test_every_command_on_runs_exits_1_on_damage(
+    run: Path, tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _cut(run / "bench.jsonl")
+    argv = {
+        "diff": ["diff", "-q", str(run), str(run)],
+        "model": ["model", "-q", str(run)],
+        "timeline": ["timeline", "-q", str(run), "-o", str(tmp_path / "t.json")],
+    }[command]
+    assert main(argv) == 1
+    assert f"bench.jsonl:{line}: {CUT_LINE}" in capsys.readouterr().err
+
+
+def test_a_bad_server_info_line_keeps_the_other_calls(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call = {"ts": "2026-05-01T10:05:30.000", "phase": None, "when": "start",
+            "endpoint": "/server_info", "info": {"tp_size": 8, "pp_size": 1}}  # fmt: skip
+    lines = [json.dumps(call), '{"ts": "2026-05-01T10:06:00", "info": 3}', json.dumps(call)]
+    (run / "server_info.jsonl").write_text("\n".join(lines) + "\n")
+    assert load_run(run, cache=False).server_info["lineno"].unique().sort().to_list() == [1, 3]
+    code, _out, err = _diagnose(run, capsys)
+    assert code == 1 and "server_info.jsonl:2: not a server_info call" in err
+
+
+def test_a_cut_last_phase_line_is_named_and_exits_1(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {"phase": 0, "concurrency": 8, "num_prompts": 8, "start": "2026-05-01T10:07:00",
+           "end": "2026-05-01T10:07:30", "exit_code": 0, "results": 1}  # fmt: skip
+    text = json.dumps(row) + "\n" + json.dumps({**row, "phase": 1})
+    (run / "phases.jsonl").write_text(text[:-30])
+    code, _out, err = _diagnose(run, capsys)
+    assert code == 1 and "phases.jsonl:2: not a JSON object" in err
