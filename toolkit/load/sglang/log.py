@@ -187,7 +187,11 @@ class SGLangLog:
     def requests(self) -> pl.DataFrame:
         """Finished requests the log's own lines record (``ReqTimeStats``, ``Finish:``, JSON
         ``request.finished`` events): ``schema.requests.SERVER_REQUESTS``, on the log's clock."""
-        return request_lines.log_requests(self._request_lines()).collect(engine="streaming")
+        return self.scan_requests().collect(engine="streaming")
+
+    def scan_requests(self) -> pl.LazyFrame:
+        """``requests`` as a lazy scan of the stores."""
+        return request_lines.log_requests(self._request_lines())
 
     def request_counts(self) -> dict[str, int]:
         """Request lines of each kind (``time-stats``, ``finish``, ``log-json``,
