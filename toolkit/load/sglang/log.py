@@ -36,6 +36,7 @@ from toolkit.load.sglang.plan import unreadable
 from toolkit.load.sglang.server_args import ServerArgsDump
 from toolkit.load.sglang.store import Store, open_store
 from toolkit.load.sglang.wrappers import decode_header
+from toolkit.load.sparse import collect_sparse
 from toolkit.schema.sglang import BATCHES, EVENTS, HTTP, OTHER, RANK_TAGS
 
 __all__ = ["FORMAT", "NO_DUMP", "Launch", "SGLangLog", "load_sglang_log", "open_dataset"]
@@ -106,7 +107,7 @@ class SGLangLog:
     @cached_property
     def batches(self) -> pl.DataFrame:
         """Every ``Prefill batch`` / ``Decode batch`` line, typed: ``schema.sglang.BATCHES``."""
-        return self.scan_batches().collect(engine="streaming")
+        return collect_sparse(self.scan_batches())  # fields this log never prints take no room
 
     def scan_batches(self) -> pl.LazyFrame:
         """``batches`` as a lazy scan of the stores."""
