@@ -218,18 +218,18 @@ def run_rows(res: dict[str, Any], targets: bool) -> list[Row]:
         r = res[key]
         value = (
             f"{r['wall_s']:.1f} s = {r['wall_s'] / g:.1f}× grep (CPU {r['cpu_s']:.1f} s), "
-            f"peak {r['rss_mb']:,.0f} MB"
+            f"peak {r['rss_mb']:,.0f} MiB"
         )
         checks = []
         if targets and key in ("parse_cold", "diagnose"):
             name = "parse" if key == "parse_cold" else "diagnose"
             ratio, rss = TARGETS[f"{name}_ratio"], TARGETS[f"{name}_rss_mb"]
             checks.append(f"≤ {ratio:g}× {_verdict(r['wall_s'] / g, ratio)}")
-            checks.append(f"≤ {rss:g} MB {_verdict(r['rss_mb'], rss)}")
+            checks.append(f"≤ {rss:g} MiB {_verdict(r['rss_mb'], rss)}")
         if key == "report":
             value += f", HTML {r['html_mb']:.2f} MB"
             if targets:
-                checks.append(f"≤ {TARGETS['report_rss_mb']:g} MB "
+                checks.append(f"≤ {TARGETS['report_rss_mb']:g} MiB "
                               f"{_verdict(r['rss_mb'], TARGETS['report_rss_mb'])}")  # fmt: skip
                 checks.append(f"HTML ≤ {TARGETS['report_html_mb']:g} MB "
                               f"{_verdict(r['html_mb'], TARGETS['report_html_mb'])}")  # fmt: skip
@@ -267,15 +267,15 @@ def print_table(record: dict[str, Any]) -> None:
     for w in record.get("wrappers", []):
         g, p = w["grep"]["wall_s"], w["parse"]
         rows.append((f"{w['wrapper']} 100 MB", shown(p["argv"]), f"{p['wall_s']:.1f} s = "
-                     f"{p['wall_s'] / g:.1f}× grep, peak {p['rss_mb']:,.0f} MB", ""))  # fmt: skip
+                     f"{p['wall_s'] / g:.1f}× grep, peak {p['rss_mb']:,.0f} MiB", ""))  # fmt: skip
     gpu = record.get("gpu")
     if gpu:
         plain, parse = gpu["read_csv"], gpu["parse"]
         rows.append((f"GPU trace {gpu['bytes'] / 1e6:,.0f} MB", "python -c 'pl.read_csv(F)'",
-                     f"{plain['wall_s']:.1f} s, peak {plain['rss_mb']:,.0f} MB", ""))  # fmt: skip
+                     f"{plain['wall_s']:.1f} s, peak {plain['rss_mb']:,.0f} MiB", ""))  # fmt: skip
         rows.append(("", shown(parse["argv"]), f"{parse['wall_s']:.1f} s = "
                      f"{plain['wall_s'] / parse['wall_s']:.2f}× read_csv's speed, "
-                     f"peak {parse['rss_mb']:,.0f} MB", ""))  # fmt: skip
+                     f"peak {parse['rss_mb']:,.0f} MiB", ""))  # fmt: skip
     load = record.get("gpu_load")
     if load:
         rows.append(("GPU typed load", "load_gpu_trace(F, cache=False) vs pl.read_csv(F), "
@@ -288,7 +288,7 @@ def print_table(record: dict[str, Any]) -> None:
     )
     for r in rows:
         print("  ".join(f"{c:<{w}}" for c, w in zip(r[:3], widths, strict=True)), r[3])
-    print("(whole processes, stdout to a file; peak RSS of the largest process; MB = 10**6 B)")
+    print("(whole processes, stdout to a file; peak RSS of the largest process in MiB)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": TARGETS,
     }
     record["runs"] = [measure_run(size) for size in sizes]
-    record["first_parse"] = measure_first_parse(OUT / f"run-{size_name(sizes[-1])}/server.log")
+    record["first_parse"] = measure_first_parse(OUT / f"run-{size_name(sizes[0])}/server.log")
     if not args.quick:
         record["wrappers"] = measure_wrappers()
         record["gpu"] = measure_gpu()
