@@ -161,6 +161,9 @@ def stage_timeline(batches: pl.DataFrame, *, log_interval: int = LOG_INTERVAL) -
     df = _ranked(batches)
     if not df.height:
         return pl.DataFrame(schema=STAGE_TIMELINE)
+    # Only the columns the timeline keeps: each step below copies the frame it is given.
+    df = df.select("ts", "dp", "pp", "kind", *_VALUES, "_row",
+                   *(["complete"] if "complete" in df.columns else []))  # fmt: skip
     per_stage = ["dp", "pp", "kind"]
     df = df.sort("_row").with_columns(
         interval_s=pl.col("ts").diff().over(per_stage).dt.total_milliseconds() / 1000.0,
@@ -281,17 +284,18 @@ def reference_lines(batches: pl.DataFrame, kind: str | None = None) -> pl.DataFr
     Under PP every stage prints the same micro-batches, so one stage's lines describe
     the scheduler; counting all of them would count each micro-batch ``pp_size`` times.
     """
-    df = batches.filter(pl.col("kind").is_in(["decode", "prefill"]) & pl.col("ts").is_not_null())
+    # Lazy: only the reference stage's lines are ever copied, not every line once per step.
+    lf = batches.lazy().filter(
+        pl.col("kind").is_in(["decode", "prefill"]) & pl.col("ts").is_not_null()
+    )
     if kind is not None:
-        df = df.filter(pl.col("kind") == kind)
-    if not df.height:
-        return df
+        lf = lf.filter(pl.col("kind") == kind)
     key = [pl.col(c).cast(_I).fill_null(0) for c in ("dp", "pp", "tp")]
-    df = df.with_columns(_dp=key[0], _pp=key[1], _tp=key[2])
-    first = df.select("_dp", "_pp", "_tp").unique().sort("_dp", "_pp", "_tp").row(0)
-    return df.filter(
-        (pl.col("_dp") == first[0]) & (pl.col("_pp") == first[1]) & (pl.col("_tp") == first[2])
-    ).drop("_dp", "_pp", "_tp")
+    stages = lf.select(key).unique().sort("dp", "pp", "tp").collect()
+    if not stages.height:
+        return lf.collect()
+    first = stages.row(0)
+    return lf.filter(pl.all_horizontal(k == v for k, v in zip(key, first, strict=True))).collect()
 
 
 def stage_cadence(
