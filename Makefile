@@ -26,11 +26,12 @@ fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(if $(FUZZ_EXAMPLES),PPSCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES)) \
 		$(BIN)/python -m pytest tests/fuzz -m fuzz
 
+# The commands as users run them (parse, diagnose, report; the GPU trace's typed load), then
+# the long-line check and the demo report. BENCH_BIG=1 adds a 10 GB run.
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/commands.py
 	$(BIN)/python bench/line_bench.py
-	$(BIN)/python bench/gpu_bench.py
-	$(BIN)/python bench/report_bench.py
+	$(BIN)/python bench/report_bench.py --demo
 
 # A report, not a test: ppscope's findings against drawn runs whose truth is known.
 # CALIBRATION_RUNS=N sets the number of draws (60).

@@ -1,4 +1,5 @@
-"""GPU trace benchmark: typed load of a 24 h × 8 GPU × 100 ms nvidia-smi CSV (6.9 M rows).
+"""GPU trace benchmark: typed load of a 24 h × 8 GPU × 100 ms nvidia-smi CSV (6.9 M rows) with
+the columns ``ppscope capture`` queries, text columns (``name``, ``uuid``) included.
 
     python bench/gpu_bench.py            # generate (once) into bench/out/, then measure
 
@@ -32,7 +33,7 @@ sys.path.insert(0, str(BENCH.parent))  # the repo's own toolkit
 from toolkit.analyze.gpu import downsample  # noqa: E402
 from toolkit.load.gpu.trace import load_gpu_trace  # noqa: E402
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 GPUS = 8
 PERIOD_MS = 100
 HOURS = 24
@@ -40,9 +41,15 @@ RUNS = 3
 TARGET_RATIO = 0.8
 TARGET_DOWNSAMPLE_S = 1.0
 HEADER = (
-    "timestamp, index, utilization.gpu [%], utilization.memory [%], memory.used [MiB], "
+    "timestamp, index, name, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], "
     "power.draw [W], clocks.current.sm [MHz]"
 )
+"""What ``nvidia-smi --format=csv`` heads ``ppscope capture``'s query with (``QUERY_FIELDS``:
+text columns ``name`` and ``uuid`` included)."""
+NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+UUIDS = [
+    f"GPU-{0x5C8D0E2A + 977 * g:08x}-41b7-9c2e-6f0d-{0x1E2A3B4C5D6E + g:012x}" for g in range(8)
+]
 
 
 def trace_path() -> Path:
@@ -76,9 +83,11 @@ def generate(path: Path) -> dict[str, Any]:
         [
             ts.dt.strftime("%Y/%m/%d %H:%M:%S%.3f"),
             text(gpu, pl.String),
+            pl.lit(NAME),
+            pl.lit(pl.Series(UUIDS)).gather(gpu),
             text(mix(1) % 101, pl.String) + " %",
-            text(mix(2) % 60, pl.String) + " %",
             text(81000 + mix(3) % 500, pl.String) + " MiB",
+            pl.lit("97887 MiB"),
             text(centiwatts // 100, pl.String)
             + "."
             + text(centiwatts % 100, pl.String).str.zfill(2)

@@ -25,8 +25,12 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-GENERATOR_VERSION = 1  # bump when the output changes; bench/run.py then regenerates
+from reshape import WRAPPERS, Reshaper
+from server_args_repr import CUDA_GRAPH_BS, server_args_repr
+
+GENERATOR_VERSION = 2  # bump when the output changes; bench/run.py then regenerates
 SEED = 20260525
 HOST = "gpu-node-1"
 START = datetime(2026, 5, 25, 21, 40, 21)
@@ -43,8 +47,6 @@ KIND_TABLE_SIZE = 1 << 20
 ROUNDS_PER_S = 80 * 0.70 / PP_SIZE  # 8-rank decode rounds per second
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_MODEL = "/models/moonshotai/Kimi-K2-Instruct-0905"
-_CUDA_GRAPH_BS = [1, 2, 4, 8, 12, *range(16, 257, 8)]
 
 
 def journal_ts(t: datetime) -> str:
@@ -65,201 +67,6 @@ def _head(pid: int) -> str:
 # startup block
 
 
-def server_args_repr() -> str:
-    """A ``ServerArgs(...)`` dataclass repr with ~150 fields, as SGLang ≤0.5.18 logs it."""
-    fields: list[tuple[str, object]] = [
-        ("model_path", _MODEL),
-        ("tokenizer_path", _MODEL),
-        ("tokenizer_mode", "auto"),
-        ("tokenizer_worker_num", 1),
-        ("skip_tokenizer_init", False),
-        ("load_format", "auto"),
-        ("model_loader_extra_config", "{}"),
-        ("trust_remote_code", True),
-        ("context_length", None),
-        ("is_embedding", False),
-        ("enable_multimodal", None),
-        ("revision", None),
-        ("model_impl", "auto"),
-        ("host", "0.0.0.0"),
-        ("port", 30000),
-        ("skip_server_warmup", False),
-        ("warmups", None),
-        ("nccl_port", None),
-        ("dtype", "auto"),
-        ("quantization", None),
-        ("quantization_param_path", None),
-        ("kv_cache_dtype", "auto"),
-        ("enable_fp32_lm_head", False),
-        ("mem_fraction_static", 0.86),
-        ("max_running_requests", None),
-        ("max_queued_requests", None),
-        ("max_total_tokens", None),
-        ("chunked_prefill_size", 8192),
-        ("max_prefill_tokens", 16384),
-        ("schedule_policy", "fcfs"),
-        ("enable_priority_scheduling", False),
-        ("schedule_low_priority_values_first", False),
-        ("priority_scheduling_preemption_threshold", 10),
-        ("schedule_conservativeness", 1.0),
-        ("page_size", 1),
-        ("hybrid_kvcache_ratio", None),
-        ("swa_full_tokens_ratio", 0.8),
-        ("disable_hybrid_swa_memory", False),
-        ("radix_eviction_policy", "lru"),
-        ("device", "cuda"),
-        ("tp_size", 1),
-        ("pp_size", PP_SIZE),
-        ("pp_max_micro_batch_size", None),
-        ("pp_async_batch_depth", 8),
-        ("stream_interval", 1),
-        ("stream_output", False),
-        ("random_seed", 761493825),
-        ("constrained_json_whitespace_pattern", None),
-        ("constrained_json_disable_any_whitespace", False),
-        ("watchdog_timeout", 300),
-        ("dist_timeout", None),
-        ("download_dir", None),
-        ("base_gpu_id", 0),
-        ("gpu_id_step", 1),
-        ("sleep_on_idle", False),
-        ("log_level", "info"),
-        ("log_level_http", None),
-        ("log_requests", True),
-        ("log_requests_level", 2),
-        ("crash_dump_folder", None),
-        ("show_time_cost", False),
-        ("enable_metrics", True),
-        ("enable_metrics_for_all_schedulers", False),
-        ("tokenizer_metrics_custom_labels_header", "x-custom-labels"),
-        ("bucket_time_to_first_token", None),
-        ("bucket_inter_token_latency", None),
-        ("bucket_e2e_request_latency", None),
-        ("collect_tokens_histogram", False),
-        ("prompt_tokens_buckets", None),
-        ("generation_tokens_buckets", None),
-        ("gc_warning_threshold_secs", 0.0),
-        ("decode_log_interval", 40),
-        ("enable_request_time_stats_logging", False),
-        ("kv_events_config", None),
-        ("enable_trace", False),
-        ("otlp_traces_endpoint", "localhost:4317"),
-        ("api_key", None),
-        ("served_model_name", _MODEL),
-        ("weight_version", "default"),
-        ("chat_template", None),
-        ("completion_template", None),
-        ("file_storage_path", "sglang_storage"),
-        ("enable_cache_report", False),
-        ("reasoning_parser", None),
-        ("tool_call_parser", "kimi_k2"),
-        ("tool_server", None),
-        ("sampling_defaults", "model"),
-        ("dp_size", 1),
-        ("load_balance_method", "round_robin"),
-        ("load_watch_interval", 0.1),
-        ("prefill_round_robin_balance", False),
-        ("dist_init_addr", None),
-        ("nnodes", 1),
-        ("node_rank", 0),
-        ("json_model_override_args", "{}"),
-        ("preferred_sampling_params", None),
-        ("enable_lora", None),
-        ("max_lora_rank", None),
-        ("lora_target_modules", None),
-        ("lora_paths", None),
-        ("max_loaded_loras", None),
-        ("max_loras_per_batch", 8),
-        ("lora_backend", "triton"),
-        ("attention_backend", "fa3"),
-        ("decode_attention_backend", None),
-        ("prefill_attention_backend", None),
-        ("sampling_backend", "flashinfer"),
-        ("grammar_backend", "xgrammar"),
-        ("mm_attention_backend", None),
-        ("speculative_algorithm", None),
-        ("speculative_draft_model_path", None),
-        ("speculative_num_steps", None),
-        ("speculative_eagle_topk", None),
-        ("speculative_num_draft_tokens", None),
-        ("speculative_accept_threshold_single", 1.0),
-        ("speculative_accept_threshold_acc", 1.0),
-        ("speculative_token_map", None),
-        ("ep_size", 1),
-        ("moe_a2a_backend", "none"),
-        ("moe_runner_backend", "auto"),
-        ("flashinfer_mxfp4_moe_precision", "default"),
-        ("enable_flashinfer_allreduce_fusion", False),
-        ("deepep_mode", "auto"),
-        ("ep_num_redundant_experts", 0),
-        ("ep_dispatch_algorithm", "static"),
-        ("init_expert_location", "trivial"),
-        ("enable_eplb", False),
-        ("eplb_algorithm", "auto"),
-        ("eplb_rebalance_num_iterations", 1000),
-        ("eplb_rebalance_layers_per_chunk", None),
-        ("expert_distribution_recorder_mode", None),
-        ("expert_distribution_recorder_buffer_size", 1000),
-        ("enable_expert_distribution_metrics", False),
-        ("deepep_config", None),
-        ("moe_dense_tp_size", None),
-        ("enable_hierarchical_cache", False),
-        ("hicache_ratio", 2.0),
-        ("hicache_size", 0),
-        ("hicache_write_policy", "write_through"),
-        ("hicache_io_backend", "kernel"),
-        ("hicache_mem_layout", "layer_first"),
-        ("hicache_storage_backend", None),
-        ("enable_double_sparsity", False),
-        ("disable_radix_cache", False),
-        ("cuda_graph_max_bs", 256),
-        ("cuda_graph_bs", _CUDA_GRAPH_BS),
-        ("disable_cuda_graph", False),
-        ("disable_cuda_graph_padding", False),
-        ("enable_profile_cuda_graph", False),
-        ("enable_cudagraph_gc", False),
-        ("enable_nccl_nvls", False),
-        ("enable_symm_mem", False),
-        ("enable_tokenizer_batch_encode", False),
-        ("disable_outlines_disk_cache", False),
-        ("disable_custom_all_reduce", False),
-        ("enable_mscclpp", False),
-        ("disable_overlap_schedule", True),
-        ("enable_mixed_chunk", False),
-        ("enable_dp_attention", False),
-        ("enable_dp_lm_head", False),
-        ("enable_two_batch_overlap", False),
-        ("tbo_token_distribution_threshold", 0.48),
-        ("enable_torch_compile", False),
-        ("torch_compile_max_bs", 32),
-        ("torchao_config", ""),
-        ("enable_nan_detection", False),
-        ("enable_p2p_check", False),
-        ("triton_attention_reduce_in_fp32", False),
-        ("triton_attention_num_kv_splits", 8),
-        ("num_continuous_decode_steps", 1),
-        ("delete_ckpt_after_loading", False),
-        ("enable_memory_saver", False),
-        ("allow_auto_truncate", False),
-        ("enable_custom_logit_processor", False),
-        ("flashinfer_mla_disable_ragged", False),
-        ("disable_shared_experts_fusion", False),
-        ("disable_chunked_prefix_cache", False),
-        ("enable_return_hidden_states", False),
-        ("scheduler_recv_interval", 1),
-        ("numa_node", None),
-        ("disaggregation_mode", "null"),
-        ("disaggregation_transfer_backend", "mooncake"),
-        ("disaggregation_bootstrap_port", 8998),
-        ("disaggregation_ib_device", None),
-        ("num_reserved_decode_tokens", 512),
-        ("custom_weight_loader", []),
-        ("weight_loader_disable_mmap", False),
-        ("enable_deterministic_inference", False),
-    ]
-    return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields) + ")"
-
-
 def startup_lines() -> list[str]:
     """The launch: server_args, per-rank load/KV/graph lines, tqdm bars, uvicorn start-up."""
     out: list[tuple[float, int, str]] = []
@@ -272,7 +79,7 @@ def startup_lines() -> list[str]:
             line = f"{journal_ts(t)}{_head(pid)}[{bracket_ts(t)}{tags}] {msg}\n"
         out.append((dt, len(out), line))
 
-    emit(0, HTTP_PID, "server_args=" + server_args_repr())
+    emit(0, HTTP_PID, "server_args=" + server_args_repr(PP_SIZE))
     emit(0, HTTP_PID, "Pipeline parallelism is incompatible with overlap schedule.")
     weights = (71.24, 69.03, 69.05, 69.02, 69.04, 69.01, 69.06, 83.76)
     layers = (7, 7, 7, 7, 7, 7, 7, 12)
@@ -319,12 +126,12 @@ def startup_lines() -> list[str]:
             f"avail mem={cap_begin:.2f} GB",
             tag,
         )
-        emit(t0 + 2, pid, f"Capture cuda graph bs {_CUDA_GRAPH_BS}", tag)
+        emit(t0 + 2, pid, f"Capture cuda graph bs {CUDA_GRAPH_BS}", tag)
         emit(
             t0 + 14,
             pid,
             f"Capturing batches (bs=1 avail_mem={cap_end + 0.02:.2f} GB): 100%|██████████| "
-            f"{len(_CUDA_GRAPH_BS)}/{len(_CUDA_GRAPH_BS)} [00:12<00:00,  2.9{r}it/s]",
+            f"{len(CUDA_GRAPH_BS)}/{len(CUDA_GRAPH_BS)} [00:12<00:00,  2.9{r}it/s]",
             None,
         )
         emit(
@@ -533,12 +340,10 @@ def steady_blocks(rng: random.Random, t0: float) -> Iterator[str]:
                         f"cuda graph: {cg}, gen throughput (token/s): "
                         f"{tput * (0.95 + 0.1 * rand()):.2f}, #queue-req: {q}\n"
                     )
-                    dmsg = [
-                        "Decode batch, #running-req: "
-                        + rr_strs[min(16, max(1, int(slot + 3.0 * rand() - 1.5)))]
-                        + shared
-                        for _ in range(PP_SIZE)
-                    ]
+                    # Lock-step: every stage prints the same micro-batch's values as its
+                    # n-th line (the PP scheduler's normal log; a disagreement is a desync).
+                    running = rr_strs[min(16, max(1, int(slot + 3.0 * rand() - 1.5)))]
+                    dmsg = ["Decode batch, #running-req: " + running + shared] * PP_SIZE
                 r = dec_rank
                 dec_rank += 1
                 app((pre1 if k == DEC else pre2)[r] + dmsg[r])
@@ -587,8 +392,13 @@ def meta_path(path: str | Path) -> Path:
     return path.with_name(path.name + ".meta.json")
 
 
-def write_log(path: str | Path, size_bytes: int) -> dict[str, int]:
+def write_log(
+    path: str | Path, size_bytes: int, wrapper: str = "journald", old_every: int = 0
+) -> dict[str, Any]:
     """Write the reference log to *path*: whole lines, at most *size_bytes* bytes.
+
+    ``wrapper`` (``reshape.WRAPPERS``) is how the lines were collected; with ``old_every`` = N,
+    every N-th batch line is in the 0.5.5 profile (``reshape``).
 
     Also writes :func:`meta_path` and returns its content (``bytes``, ``lines``, ``version``, ...).
     """
@@ -612,14 +422,17 @@ def write_log(path: str | Path, size_bytes: int) -> dict[str, int]:
             lines += data.count(b"\n")
             return full
 
-        if put("".join(startup_lines()).encode()):
+        shape = Reshaper(wrapper, START.year, old_every)
+        plain = wrapper == "journald" and not old_every
+        if put(("".join(startup_lines()) if plain else shape("".join(startup_lines()))).encode()):
             buf: list[str] = []
             size = 0
             for block in steady_blocks(rng, STARTUP_SECONDS):
                 buf.append(block)
                 size += len(block)
                 if size >= BLOCK_BYTES:
-                    if not put("".join(buf).encode()):
+                    text = "".join(buf)
+                    if not put((text if plain else shape(text)).encode()):
                         break
                     buf.clear()
                     size = 0
@@ -630,6 +443,8 @@ def write_log(path: str | Path, size_bytes: int) -> dict[str, int]:
         "version": GENERATOR_VERSION,
         "seed": SEED,
         "requested_bytes": size_bytes,
+        "wrapper": wrapper,
+        "old_every": old_every,
         "bytes": written,
         "lines": lines,
     }
@@ -642,9 +457,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=float, default=1000.0, help="target size, 1 MB = 10**6 B")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out" / "sglang-1g.log"))
+    ap.add_argument("--wrapper", choices=WRAPPERS, default="journald")
+    ap.add_argument("--old-every", type=int, default=0, help="every N-th batch line as 0.5.5")
     args = ap.parse_args(argv)
     t = time.perf_counter()
-    info = write_log(args.out, int(args.size_mb * 1_000_000))
+    info = write_log(args.out, int(args.size_mb * 1_000_000), args.wrapper, args.old_every)
     dt = time.perf_counter() - t
     print(
         f"wrote {args.out}: {info['bytes']:,} bytes, {info['lines']:,} lines, "

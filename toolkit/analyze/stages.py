@@ -13,11 +13,9 @@ rank, so the interval between a rank's lines gives the step cadence, and
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
-
 import polars as pl
 
+from toolkit.analyze.alignment import ALIGN_TOLERANCE_S, aligned_ordinals
 from toolkit.analyze.series import busy_in_windows, decoding_windows
 from toolkit.load.gpu.roles import join_roles
 from toolkit.schema import Column, schema_of
@@ -163,17 +161,28 @@ def stage_timeline(batches: pl.DataFrame, *, log_interval: int = LOG_INTERVAL) -
     df = _ranked(batches)
     if not df.height:
         return pl.DataFrame(schema=STAGE_TIMELINE)
+    # Only the columns the timeline keeps: each step below copies the frame it is given.
+    df = df.select("ts", "dp", "pp", "kind", *_VALUES, "_row",
+                   *(["complete"] if "complete" in df.columns else []))  # fmt: skip
     per_stage = ["dp", "pp", "kind"]
     df = df.sort("_row").with_columns(
         interval_s=pl.col("ts").diff().over(per_stage).dt.total_milliseconds() / 1000.0,
     )
-    df = df.with_columns(ordinal=_aligned_ordinals(df))
+    df = df.with_columns(ordinal=aligned_ordinals(df))
     stages = df.group_by("dp").agg(_stages=pl.col("pp").n_unique())
     df = df.join(stages, on="dp", how="left")
     at = ["dp", "kind", "ordinal"]
-    ref = pl.col("pp") == pl.col("pp").min().over(at)
-    ref_running = pl.col("running_req").filter(ref).first().over(at)
-    ref_token = pl.col("token").filter(ref).first().over(at)
+    # The reference stage's values per ordinal, aggregated once and joined back (window
+    # expressions over ~lines/stages groups cost a group-by each).
+    per_ordinal = df.group_by(at).agg(
+        _ref_running=pl.col("running_req").sort_by("pp").first(),
+        _ref_token=pl.col("token").sort_by("pp").first(),
+        _ts0=pl.col("ts").min(),
+        _n_pp=pl.col("pp").n_unique(),
+        _whole=pl.col("complete").fill_null(True).all() if "complete" in df.columns else True,
+    )
+    df = df.join(per_ordinal, on=at, how="left", nulls_equal=True, maintain_order="left")
+    ref_running, ref_token = pl.col("_ref_running"), pl.col("_ref_token")
     same = (pl.col("running_req") == ref_running) & pl.col("token").eq_missing(ref_token)
     # A line cut short (null #running-req, or #token missing on one side only) cannot be
     # compared: its agreement stays unknown rather than counting as a desync.
@@ -181,14 +190,11 @@ def stage_timeline(batches: pl.DataFrame, *, log_interval: int = LOG_INTERVAL) -
         pl.col("running_req").is_not_null()
         & ref_running.is_not_null()
         & (pl.col("token").is_null() == ref_token.is_null())
+        & pl.col("_whole")
     )
-    if "complete" in df.columns:
-        known = known & pl.col("complete").fill_null(True).all().over(at)
     # A line the reference stage lacks (null ordinal) is kept on the timeline, never compared.
-    complete = pl.col("ordinal").is_not_null() & (
-        pl.col("pp").n_unique().over(at) == pl.col("_stages")
-    )
-    lag = (pl.col("ts") - pl.col("ts").min().over(at)).dt.total_milliseconds() / 1000.0
+    complete = pl.col("ordinal").is_not_null() & (pl.col("_n_pp") == pl.col("_stages"))
+    lag = (pl.col("ts") - pl.col("_ts0")).dt.total_milliseconds() / 1000.0
     df = df.with_columns(
         lag_s=lag,
         complete=complete,
@@ -239,83 +245,6 @@ def apart_note(timeline: pl.DataFrame) -> list[dict[str, str]]:
     ]
 
 
-ALIGN_WINDOW = 3  # lines a stage may be missing (or have extra) before alignment gives up
-ALIGN_TOLERANCE_S = 10.0  # lines matched across stages must be this close in time
-
-
-def _aligned_ordinals(df: pl.DataFrame) -> pl.Series:
-    """Each line's log ordinal on the reference (lowest) stage of its DP rank and kind.
-
-    In lock-step every stage's n-th line is the reference's n-th line, so the own count is
-    the ordinal. A log that lost lines (journald rate limiting, a rotated head) would shift a
-    stage's count for good and read as a desync from there on; so a stage whose lines do not
-    match the reference one for one is walked against it, re-anchoring when a line appears a
-    few lines later on the other side with the same values. Lines the reference lacks get
-    null (they cannot be compared); genuine differences keep their position.
-    """
-    own = df.select(pl.int_range(pl.len()).over("dp", "pp", "kind").alias("o"))["o"].to_list()
-    groups = (
-        df.with_row_index("_i")
-        .group_by("dp", "kind", "pp")
-        .agg("_i", "running_req", "token", "ts")
-        .sort("dp", "kind", "pp")
-    )
-    out: list[int | None] = list(own)
-    reference: dict[tuple[Any, Any], dict[str, list[Any]]] = {}
-    for g in groups.iter_rows(named=True):
-        key = (g["dp"], g["kind"])
-        if key not in reference:  # sorted by pp: the first is the reference stage
-            reference[key] = g
-            continue
-        ref = reference[key]
-        same = len(ref["_i"]) == len(g["_i"]) and all(
-            a == b and c == d
-            for a, b, c, d in zip(
-                ref["running_req"], g["running_req"], ref["token"], g["token"], strict=True
-            )
-        )
-        if same:
-            continue
-        for index, ordinal in zip(g["_i"], _walk(ref, g), strict=True):
-            out[index] = ordinal
-    return pl.Series("ordinal", out, dtype=_I)
-
-
-def _walk(ref: dict[str, list[Any]], stage: dict[str, list[Any]]) -> list[int | None]:
-    """Two-pointer alignment of one stage's lines to the reference stage's."""
-    rr, rt, rts = ref["running_req"], ref["token"], ref["ts"]
-    sr, st, sts = stage["running_req"], stage["token"], stage["ts"]
-    n, m = len(rr), len(sr)
-    tolerance = timedelta(seconds=ALIGN_TOLERANCE_S)
-
-    def match(i: int, j: int) -> bool:
-        return (
-            sr[j] is not None
-            and sr[j] == rr[i]
-            and st[j] == rt[i]
-            and abs(sts[j] - rts[i]) <= tolerance
-        )
-
-    out: list[int | None] = [None] * m
-    i = j = 0
-    while i < n and j < m:
-        if match(i, j):
-            out[j] = i
-            i, j = i + 1, j + 1
-            continue
-        skip = next((k for k in range(1, ALIGN_WINDOW + 1) if i + k < n and match(i + k, j)), 0)
-        if skip:  # the stage lost lines the reference has
-            i += skip
-            continue
-        extra = next((k for k in range(1, ALIGN_WINDOW + 1) if j + k < m and match(i, j + k)), 0)
-        if extra:  # the reference lost lines this stage has: they stay unaligned
-            j += extra
-            continue
-        out[j] = i  # a genuine difference (or a cut line) at this ordinal
-        i, j = i + 1, j + 1
-    return out
-
-
 def stage_desync(timeline: pl.DataFrame) -> pl.DataFrame:
     """Per log ordinal that every stage printed: do the stages agree? (schema ``STAGE_DESYNC``)
 
@@ -355,17 +284,18 @@ def reference_lines(batches: pl.DataFrame, kind: str | None = None) -> pl.DataFr
     Under PP every stage prints the same micro-batches, so one stage's lines describe
     the scheduler; counting all of them would count each micro-batch ``pp_size`` times.
     """
-    df = batches.filter(pl.col("kind").is_in(["decode", "prefill"]) & pl.col("ts").is_not_null())
+    # Lazy: only the reference stage's lines are ever copied, not every line once per step.
+    lf = batches.lazy().filter(
+        pl.col("kind").is_in(["decode", "prefill"]) & pl.col("ts").is_not_null()
+    )
     if kind is not None:
-        df = df.filter(pl.col("kind") == kind)
-    if not df.height:
-        return df
+        lf = lf.filter(pl.col("kind") == kind)
     key = [pl.col(c).cast(_I).fill_null(0) for c in ("dp", "pp", "tp")]
-    df = df.with_columns(_dp=key[0], _pp=key[1], _tp=key[2])
-    first = df.select("_dp", "_pp", "_tp").unique().sort("_dp", "_pp", "_tp").row(0)
-    return df.filter(
-        (pl.col("_dp") == first[0]) & (pl.col("_pp") == first[1]) & (pl.col("_tp") == first[2])
-    ).drop("_dp", "_pp", "_tp")
+    stages = lf.select(key).unique().sort("dp", "pp", "tp").collect()
+    if not stages.height:
+        return lf.collect()
+    first = stages.row(0)
+    return lf.filter(pl.all_horizontal(k == v for k, v in zip(key, first, strict=True))).collect()
 
 
 def stage_cadence(

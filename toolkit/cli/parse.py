@@ -233,7 +233,7 @@ def summarize(
     if fmt == "sglang-log":
         log = load_sglang_log(path, strict=strict, cache=cache)
         out = list(log.summary()["files"])
-        spans = launch_spans(log.launches, log.batches)
+        spans = launch_spans(log.launches, log.scan_batches())
         by_line = {(r["source"], r["lineno"]): r for r in spans.iter_rows(named=True)}
         counts = log.request_counts()
         for part in out:
@@ -241,7 +241,7 @@ def summarize(
                 other = {
                     _REQUEST_SKIPS.get(k, k): v for k, v in counts.items() if k in _REQUEST_SKIPS
                 }
-                part["requests"] = summarize_requests(log.requests, other)
+                part["requests"] = summarize_requests(log.scan_requests(), other)
             for launch in part["launches"]:
                 span = by_line.get((str(part["path"]), launch["lineno"]), {})
                 launch.update({k: span.get(k) for k in ("start", "end", "batch_lines")})

@@ -63,14 +63,15 @@ LAUNCH_SPANS = schema_of(LAUNCH_SPAN_COLUMNS)
 
 def launch_spans(
     launches: Sequence[Any],
-    batches: pl.DataFrame,
+    batches: pl.DataFrame | pl.LazyFrame,
     starts: pl.DataFrame | None = None,
     hosts: Mapping[str, str] | None = None,
 ) -> pl.DataFrame:
     """One row per launch with its span and multi-node group (schema ``LAUNCH_SPANS``).
 
     ``launches`` are ``SGLangLog.launches`` (anything with ``index``, ``source``, ``lineno``
-    and ``ts``); ``batches`` the log's batch lines (``source``, ``lineno``, ``ts``);
+    and ``ts``); ``batches`` the log's batch lines (``source``, ``lineno``, ``ts``), best lazy
+    (``SGLangLog.scan_batches()``): they are aggregated per launch as they are read;
     ``starts`` the starts no dump marks (``restarts.implicit_starts``), numbered after the
     launches; ``hosts`` the host of each file. Launches of other hosts (unless their dumps
     span several nodes), models or layouts are never one start, nor are two of one file and
@@ -96,17 +97,7 @@ def launch_spans(
     starts_frame = pl.DataFrame(
         rows, schema={"launch": _I, "source": _S, "lineno": _I, "start": _T}, orient="row"
     )
-    lines = batches.filter(pl.col("ts").is_not_null()).select(
-        pl.col("source").cast(_S), pl.col("lineno").cast(_I), pl.col("ts").cast(_T)
-    )
-    owned = lines.sort("source", "lineno").join_asof(
-        starts_frame.sort("source", "lineno").select("source", "lineno", "launch"),
-        on="lineno",
-        by="source",
-        strategy="backward",
-        check_sortedness=False,  # sorted by (source, lineno): each source's lines are in order
-    )
-    ends = owned.group_by("launch").agg(end=pl.col("ts").max(), batch_lines=pl.len())
+    ends = _launch_ends(starts_frame, batches.lazy())
     spans = starts_frame.join(ends, on="launch", how="left").with_columns(
         end=pl.coalesce("end", "start"), batch_lines=pl.col("batch_lines").fill_null(0)
     )
@@ -135,6 +126,31 @@ def launch_spans(
         .select(LAUNCH_SPANS.names())
         .cast(dict(LAUNCH_SPANS))
     )
+
+
+def _launch_ends(starts: pl.DataFrame, batches: pl.LazyFrame) -> pl.DataFrame:
+    """Per launch, its last batch line's time and its batch lines: each line belongs to the
+    last start at or before it in its file. Aggregated per file as the store is read, so no
+    line table is held."""
+    lines = batches.filter(pl.col("ts").is_not_null()).select(
+        pl.col("source").cast(_S), pl.col("lineno").cast(_I), pl.col("ts").cast(_T)
+    )
+    parts = []
+    for (source,), marks in starts.sort("source", "lineno").group_by("source", maintain_order=True):
+        at = pl.lit(marks["lineno"]).search_sorted(pl.col("lineno"), side="right").cast(_I) - 1
+        parts.append(
+            lines.filter(pl.col("source") == source)
+            .group_by(at.alias("_at"))
+            .agg(end=pl.col("ts").max(), batch_lines=pl.len())
+            .filter(pl.col("_at") >= 0)
+            .select(
+                pl.lit(marks["launch"]).gather(pl.col("_at")).alias("launch"), "end", "batch_lines"
+            )
+        )
+    schema = {"launch": _I, "end": _T, "batch_lines": pl.UInt32()}
+    if not parts:
+        return pl.DataFrame(schema=schema)
+    return pl.concat(parts).collect(engine="streaming").cast(schema)  # type: ignore[arg-type]
 
 
 def owning_launch(lines: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:

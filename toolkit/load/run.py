@@ -265,7 +265,7 @@ class Run:
         if self.log is None:
             return pl.DataFrame(schema=LAUNCH_SPANS)
         starts, hosts = implicit_starts(self.log), log_host_of(self.log)
-        return launch_spans(self.log.launches, self.log.batches, starts, hosts)
+        return launch_spans(self.log.launches, self.log.scan_batches(), starts, hosts)
 
     @cached_property
     def launch_choice(self) -> tuple[int | None, str]:

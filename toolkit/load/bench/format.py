@@ -9,7 +9,6 @@ resolved); the files here are read whole, compressed ones decompressed first.
 from __future__ import annotations
 
 import json
-import mmap
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -130,11 +129,10 @@ def contains(path: Path, needle: bytes) -> bool:
     damaged compressed stream is searched as far as it goes."""
     if path.stat().st_size == 0:
         return False
-    if compression.codec_of(path) is None:
-        with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            return m.find(needle) >= 0
     tail = b""
-    with compression.Stream(path) as stream:
+    # Read in blocks, not mapped: a mapped multi-GB log would count whole in the process's RSS.
+    plain = compression.codec_of(path) is None
+    with path.open("rb") if plain else compression.Stream(path) as stream:
         while block := stream.read(1 << 20):
             data = tail + block
             if needle in data:

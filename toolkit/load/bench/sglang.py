@@ -125,14 +125,32 @@ def read_text(path: Path) -> list[Parsed]:
 
 
 def _line_starts(m: mmap.mmap, needle: bytes) -> Iterator[int]:
-    pos = m.find(needle)
+    pos = _find(m, needle, 0)
     while pos >= 0:
         start = m.rfind(b"\n", 0, pos) + 1
         yield start
         nxt = m.find(b"\n", pos)
         if nxt < 0:
             return
-        pos = m.find(needle, nxt)
+        pos = _find(m, needle, nxt)
+
+
+_WINDOW = 64 << 20
+
+
+def _find(m: mmap.mmap, needle: bytes, start: int) -> int:
+    """``m.find(needle, start)``, a window at a time, each window's pages released once read:
+    a scanned multi-GB log would otherwise count whole in the process's RSS."""
+    while start < len(m):
+        end = min(len(m), start + _WINDOW + len(needle))
+        pos = m.find(needle, start, end)
+        if hasattr(mmap, "MADV_DONTNEED"):  # still in the page cache
+            page = start - start % mmap.PAGESIZE
+            m.madvise(mmap.MADV_DONTNEED, page, end - page)
+        if pos >= 0:
+            return pos
+        start += _WINDOW
+    return -1
 
 
 def _dedupe(marks: list[tuple[int, str]]) -> Iterator[tuple[int, str]]:

@@ -11,20 +11,41 @@ from toolkit.load.windows import time_span
 __all__ = ["describe_requests", "summarize_requests"]
 
 
-def summarize_requests(table: pl.DataFrame, skipped: dict[str, int]) -> dict[str, Any]:
+def summarize_requests(
+    table: pl.DataFrame | pl.LazyFrame, skipped: dict[str, int]
+) -> dict[str, Any]:
     """Rows per form, their span (arrival to end), how many state a TTFT, aborts, and the
-    lines that hold no finished request (reason → count)."""
-    start = pl.min_horizontal("ts", "end_ts").min()
-    span = table.select(start=start, end=pl.col("end_ts").max()) if table.height else None
+    lines that hold no finished request (reason → count).
+
+    A lazy ``table`` (``SGLangLog.scan_requests()``) is aggregated as it is read: no request
+    row is held.
+    """
+    lf = table.lazy()
+    totals, forms = pl.collect_all(
+        [
+            lf.select(
+                requests=pl.len(),
+                distinct_ids=pl.col("rid").drop_nulls().n_unique(),
+                start=pl.min_horizontal("ts", "end_ts").min(),
+                end=pl.col("end_ts").max(),
+                with_ttft=pl.col("ttft_ms").is_not_null().sum(),
+                with_queue=pl.col("queue_ms").is_not_null().sum(),
+                aborted=pl.col("ok").not_().sum(),
+            ),
+            lf.group_by("form").len(),
+        ],
+        engine="streaming",
+    )
+    row = totals.row(0, named=True)
     return {
-        "requests": table.height,
-        "forms": dict(sorted(table.group_by("form").len().iter_rows())),
-        "distinct_ids": table["rid"].drop_nulls().n_unique(),
-        "start": span["start"][0] if span is not None else None,
-        "end": span["end"][0] if span is not None else None,
-        "with_ttft": int(table["ttft_ms"].is_not_null().sum()),
-        "with_queue": int(table["queue_ms"].is_not_null().sum()),
-        "aborted": int(table["ok"].not_().sum()),
+        "requests": int(row["requests"]),
+        "forms": dict(sorted(forms.iter_rows())),
+        "distinct_ids": int(row["distinct_ids"]),
+        "start": row["start"],
+        "end": row["end"],
+        "with_ttft": int(row["with_ttft"]),
+        "with_queue": int(row["with_queue"]),
+        "aborted": int(row["aborted"]),
         "skipped": dict(sorted(skipped.items())),
     }
 

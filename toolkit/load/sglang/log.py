@@ -37,6 +37,7 @@ from toolkit.load.sglang.plan import unreadable
 from toolkit.load.sglang.server_args import ServerArgsDump
 from toolkit.load.sglang.store import Store, open_store
 from toolkit.load.sglang.wrappers import decode_header
+from toolkit.load.sparse import collect_sparse
 from toolkit.schema.sglang import BATCHES, EVENTS, HTTP, OTHER, RANK_TAGS
 
 __all__ = ["FORMAT", "NO_DUMP", "Launch", "SGLangLog", "load_sglang_log", "open_dataset"]
@@ -107,7 +108,7 @@ class SGLangLog:
     @cached_property
     def batches(self) -> pl.DataFrame:
         """Every ``Prefill batch`` / ``Decode batch`` line, typed: ``schema.sglang.BATCHES``."""
-        return self.scan_batches().collect(engine="streaming")
+        return collect_sparse(self.scan_batches())  # fields this log never prints take no room
 
     def scan_batches(self) -> pl.LazyFrame:
         """``batches`` as a lazy scan of the stores."""
@@ -188,7 +189,11 @@ class SGLangLog:
     def requests(self) -> pl.DataFrame:
         """Finished requests the log's own lines record (``ReqTimeStats``, ``Finish:``, JSON
         ``request.finished`` events): ``schema.requests.SERVER_REQUESTS``, on the log's clock."""
-        return request_lines.log_requests(self._request_lines()).collect(engine="streaming")
+        return self.scan_requests().collect(engine="streaming")
+
+    def scan_requests(self) -> pl.LazyFrame:
+        """``requests`` as a lazy scan of the stores."""
+        return request_lines.log_requests(self._request_lines())
 
     def request_counts(self) -> dict[str, int]:
         """Request lines of each kind (``time-stats``, ``finish``, ``log-json``,

@@ -29,9 +29,6 @@ STARTS = {"source": pl.String(), "lineno": pl.Int64(), "ts": pl.Datetime("ms"), 
 def implicit_starts(log: Any) -> pl.DataFrame:
     """Starts of ``log`` (an ``SGLangLog``) that no dump marks, one row each (``STARTS``):
     where, when, and why it is a start. Empty when every batch line follows a dump."""
-    batches = log.batches.select("source", "lineno", "ts")
-    if not batches.height:
-        return pl.DataFrame(schema=STARTS)
     dumps = pl.DataFrame(
         [(la.source, la.lineno) for la in log.launches],
         schema={"source": pl.String(), "lineno": pl.Int64()},
@@ -41,15 +38,20 @@ def implicit_starts(log: Any) -> pl.DataFrame:
     startup = (
         log._lines(["startup"], ["message"])
         .filter(pl.any_horizontal(*(msg.str.starts_with(p) for p in RESTART_PREFIXES)))
-        .select("source", "lineno", "ts")
+        .select(pl.col("source").cast(pl.String), pl.col("lineno").cast(pl.Int64), "ts")
         .collect()
     )
-    events = [
+    marks = [
         dumps.with_columns(ts=pl.lit(None, pl.Datetime("ms")), kind=pl.lit("dump")),
-        batches.with_columns(kind=pl.lit("batch")),
-        startup.with_columns(kind=pl.lit("startup")),
+        # a new pid's first line is often a startup line: the pid's reason is the sharper one
         _pid_starts(log).with_columns(kind=pl.lit("pid")),
+        startup.with_columns(kind=pl.lit("startup")),
     ]
+    batches = _first_batch_lines(log.scan_batches(), pl.concat([m.select("source", "lineno")
+                                                                for m in marks]))  # fmt: skip
+    if not batches.height:
+        return pl.DataFrame(schema=STARTS)
+    events = [*marks, batches.with_columns(kind=pl.lit("batch"))]
     frame = pl.concat(
         [
             e.select(
@@ -61,11 +63,29 @@ def implicit_starts(log: Any) -> pl.DataFrame:
             )
             for e in events
         ]
-    ).sort("source", "lineno")
+    ).sort("source", "lineno", maintain_order=True)
     rows: list[dict[str, Any]] = []
     for (source,), lines in frame.group_by("source", maintain_order=True):
         rows += _starts_of_file(str(source), lines)
     return pl.DataFrame(rows, schema=STARTS, orient="row")
+
+
+def _first_batch_lines(batches: pl.LazyFrame, marks: pl.DataFrame) -> pl.DataFrame:
+    """Of each run of batch lines between two marks (dumps, startup and pid lines) of a file,
+    the first: the walk only needs those (the rest of a run changes nothing), so the batch
+    lines are reduced as the store is read."""
+    lines = batches.select(pl.col("source").cast(pl.String), pl.col("lineno").cast(pl.Int64), "ts")
+    parts = [lines.filter(pl.col("source").is_in(marks["source"].unique().to_list()).not_())
+             .group_by("source").agg(pl.all().sort_by("lineno").first())]  # fmt: skip
+    for (source,), own in marks.group_by("source"):
+        run = pl.lit(own["lineno"].sort()).search_sorted(pl.col("lineno"), side="right")
+        parts.append(
+            lines.filter(pl.col("source") == source)
+            .group_by(run.alias("_run"))
+            .agg(pl.col("source", "lineno", "ts").sort_by("lineno").first())
+            .drop("_run")
+        )
+    return pl.concat(parts).collect(engine="streaming")
 
 
 def _starts_of_file(source: str, lines: pl.DataFrame) -> list[dict[str, Any]]:
