@@ -213,7 +213,7 @@ def test_downward_and_relative_imports_pass() -> None:
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_is_over_500_lines(path: Path) -> None:
     lines = path.read_text().count("\n")
-    assert lines <= 520, f"{path.relative_to(ROOT)} has {lines} lines: split it by job"
+    assert lines <= 500, f"{path.relative_to(ROOT)} has {lines} lines: split it by job"
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -22,12 +22,11 @@ from toolkit.load.assembly import (
     LAUNCH_SPANS,
     choose_launch,
     launch_spans,
-    overlap_s,
     owning_launch,
 )
 from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench.results import BenchResults, load_bench
-from toolkit.load.damage import collecting, input_damage
+from toolkit.load.damage import collecting
 from toolkit.load.gpu import trace_formats
 from toolkit.load.gpu.identity import uuid_nodes
 from toolkit.load.gpu.inventory import APPS_FORMAT, LIST_FORMAT
@@ -42,21 +41,20 @@ from toolkit.load.gpu.trace import (
     load_topology,
 )
 from toolkit.load.layout import PARALLEL_SIZES, RunLayout, resolve_layout
-from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
-from toolkit.load.placement import placement_problems
+from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks
 from toolkit.load.profile import LOOP_CATEGORIES, TORCH_TRACE, Profile, load_profile
 from toolkit.load.prometheus import FORMATS as METRICS_FORMATS
-from toolkit.load.prometheus import TEXT as METRICS_TEXT
 from toolkit.load.prometheus import Metrics, load_metrics
 from toolkit.load.requests import REQUESTS_FORMAT, load_server_requests
 from toolkit.load.run_config import RunConfig, read_run_config
+from toolkit.load.run_notes import input_mismatches
 from toolkit.load.run_secrets import run_secrets
 from toolkit.load.server_info import SERVER_INFO_FORMAT, first_answer_args, load_server_info
 from toolkit.load.sglang.log import Launch, SGLangLog, load_sglang_log
 from toolkit.load.sglang.restarts import implicit_starts, log_host_of
 from toolkit.load.sglang.server_args import ServerArgsError, parse_launch_command
 from toolkit.load.sniff import HF_CONFIG, expand, sniff
-from toolkit.load.windows import stray_inputs, stray_notes
+from toolkit.load.windows import stray_inputs
 from toolkit.schema.sglang import BATCHES
 
 _CONFIG_BYTES = 64 << 20  # a model's config.json is a few kB
@@ -321,98 +319,9 @@ class Run:
 
     @cached_property
     def mismatches(self) -> list[dict[str, str]]:
-        """Inputs that do not belong with the chosen launch: other launches (a restart, another
-        file's server), a GPU trace from another time. Each: ``input``, ``files``, ``detail``."""
-        out: list[dict[str, str]] = []
-        spans = self.launch_spans
-        group, why = self.launch_choice
-        if spans.height and spans["group"].n_unique() > 1:
-            chosen = spans.filter(pl.col("group") == group)
-            others = spans.filter(pl.col("group") != group)
-            start, end = chosen["start"].min(), chosen["end"].max()
-            foreign = sorted(set(others["source"]) - set(chosen["source"]))
-            out.append(
-                {
-                    "input": "launches",
-                    "files": ", ".join(Path(s).name for s in sorted(set(spans["source"]))),
-                    "detail": f"{others['group'].n_unique()} other server start(s) in the log; "
-                    f"analysed the one of {start} – {end} ({why}); the others are left out",
-                }
-            )
-            if foreign:
-                out.append(
-                    {
-                        "input": "log files",
-                        "files": ", ".join(Path(s).name for s in foreign),
-                        "detail": "these logs hold only other launches (other times or servers) "
-                        "and are not part of this run",
-                    }
-                )
-        bad = phase_file_problems(self.files.get(PHASE_FORMAT, []))
-        if bad:
-            where = ", ".join(f"{Path(f).name}:{n}" for f, n, _ in bad[:5])
-            out.append(
-                {
-                    "input": "phase file",
-                    "files": ", ".join(sorted({Path(f).name for f, _, _ in bad})),
-                    "detail": f"{len(bad)} line(s) are no phase record and were left out "
-                    f"({where}: {bad[0][2]})",
-                }
-            )
-        untimed = self.untimed_gpu_files
-        if untimed:
-            whole = self.gpu_span is None
-            out.append(
-                {
-                    "input": "GPU trace" if whole else "GPU trace files",
-                    "files": ", ".join(Path(s).name for s in untimed),
-                    "detail": "these files print no time (dcgmi dmon, exporter scrapes) and "
-                    "nothing places them on the log's clock, so their samples are not used: set "
-                    "[gpu_trace] start (local time of the first sample) and interval_s in "
-                    "run.toml",
-                }
-            )
-        untimed = self._untimed_metrics()
-        if untimed:
-            out.append(
-                {
-                    "input": "metrics",
-                    "files": ", ".join(Path(s).name for s in untimed),
-                    "detail": "saved /metrics answers with no time (no date line or HTTP Date "
-                    "header saved with them): their gauges and lifetime counters are listed, "
-                    "but a single untimed snapshot gives no rates and none is placed in a phase "
-                    "(save `date '+%F %T'` before each curl, or use ppscope capture)",
-                }
-            )
-        out += placement_problems(self)
-        out += self.profile.notes() if self.profile is not None else []
-        trace, span = self.gpu_span, self.launch_span
-        if trace is not None and span is not None and overlap_s(trace, span) <= 0:
-            out.append(
-                {
-                    "input": "GPU trace",
-                    "files": ", ".join(
-                        p.name for fmt in trace_formats() for p in self.files.get(fmt, [])
-                    ),
-                    "detail": f"the trace covers {trace[0]} – {trace[1]}, the launch "
-                    f"{span[0]} – {span[1]}: no overlap, so it is not used (set "
-                    "clock_offset_s in run.toml if its clock is off)",
-                }
-            )
-        out += input_damage(self)
-        said = {(m["input"], f) for m in out for f in m["files"].split(", ")}
-        out += [n for n in stray_notes(self.stray_inputs) if (n["input"], n["files"]) not in said]
-        return out
-
-    def _untimed_metrics(self) -> list[str]:
-        """Saved ``/metrics`` answers of no known time (``Metrics.untimed_sources``)."""
-        if not self.files.get(METRICS_TEXT):
-            return []
-        try:
-            metrics = self.metrics
-        except ToolkitError:
-            return []  # an unreadable file is the loader's error, where it is used
-        return metrics.untimed_sources if metrics is not None else []
+        """Inputs that do not belong with the chosen launch, or were read only in part
+        (``run_notes.input_mismatches``). Each: ``input``, ``files``, ``detail``."""
+        return input_mismatches(self)
 
     @cached_property
     def launch_span(self) -> tuple[datetime, datetime] | None:

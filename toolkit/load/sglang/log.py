@@ -23,7 +23,6 @@ from toolkit.load.inputs import check_input
 from toolkit.load.requests import log_lines as request_lines
 from toolkit.load.sglang.caveats import log_caveats
 from toolkit.load.sglang.dataset import dataset_stores, is_dataset
-from toolkit.load.sglang.error_records import error_table
 from toolkit.load.sglang.launches import (
     NO_DUMP,
     Launch,
@@ -32,6 +31,7 @@ from toolkit.load.sglang.launches import (
     rejoined_dump,
     startup_table,
 )
+from toolkit.load.sglang.log_errors import ErrorRecordViews
 from toolkit.load.sglang.overrides import changes_by_launch, override_table
 from toolkit.load.sglang.plan import unreadable
 from toolkit.load.sglang.server_args import ServerArgsDump
@@ -48,7 +48,7 @@ _ACCESS = r'^INFO:\s+(\S+) - "(\S+) (\S+)(?: [^"]*)?" (\d{3})'
 _TIME = ["lineno", "ts", "clock", "wrapper_ts"]
 
 
-class SGLangLog:
+class SGLangLog(ErrorRecordViews):
     """Typed tables of one or more SGLang log files.
 
     ``events``, ``batches``, ``launches`` (with ``launch_table``), ``startup``, ``http``,
@@ -364,77 +364,6 @@ class SGLangLog:
         if len(self.sources) < 2:
             return lf
         return lf.sort(["ts", "_order", "lineno"], nulls_last=True, maintain_order=True)
-
-    @cached_property
-    def _error_record_lines(self) -> pl.DataFrame:
-        """The lines of every error record (``source``, ``_order``, ``lineno``, ``_record``),
-        found from small columns only: a log may hold millions of unprefixed lines."""
-        kind, prefixed = pl.col("kind"), pl.col("has_prefix")
-        candidates = (kind == "error") | (kind.is_in(["other", "progress"]) & ~prefixed)
-        keys = (
-            self.scan(["error", "other", "progress"])
-            .filter(candidates)
-            .select("_order", "lineno", "has_prefix", _error=kind == "error")
-            .collect(engine="streaming")
-            .sort("_order", "lineno")
-        )
-        lineno, order = pl.col("lineno"), pl.col("_order")
-        new = prefixed | (lineno != lineno.shift(1) + 1) | (order != order.shift(1))
-        paths = {i: s.path for i, s in enumerate(self.sources)}
-        # A record's lines from its first error line on; counted over the whole table (a
-        # window per record costs 400 bytes a line on a log of a million records).
-        start = new.fill_null(True)
-        seen = pl.col("_error").cast(pl.Int64).cum_sum()
-        before = pl.when(start).then(seen - pl.col("_error").cast(pl.Int64)).forward_fill()
-        return (
-            keys.with_columns(_record=start.cum_sum(), _seen=seen, _before=before)
-            .filter(pl.col("_seen") > pl.col("_before"))
-            .select(
-                pl.col("_order").replace_strict(paths, return_dtype=pl.String).alias("source"),
-                "_order",
-                "lineno",
-                "_record",
-            )
-        )
-
-    @cached_property
-    def _error_groups(self) -> pl.DataFrame:
-        """Error records: only the lines the records span are read whole."""
-        spans = self._error_record_lines
-        rows = self._resolved(self._scan_rows(spans)).select(
-            "source", "_order", *_TIME[:2], "level", "message", *RANK_TAGS
-        )
-        rows = (
-            rows.collect(engine="streaming")
-            .join(spans, on=["_order", "lineno"], how="inner", suffix="_")
-            .sort("_order", "lineno")
-        )
-        records = error_table(rows)
-        if len(self.sources) > 1:
-            records = records.sort("ts", "source", "lineno", nulls_last=True, maintain_order=True)
-        return records
-
-    def _scan_rows(self, wanted: pl.DataFrame) -> pl.LazyFrame:
-        """Only the lines ``wanted`` names (``_order``, ``lineno``): a filter each store's
-        pieces can skip row groups by, not a join over every line."""
-        frames = []
-        for (order,), rows in wanted.group_by("_order"):
-            s = self.sources[int(order)]
-            frames.append(
-                s.scan()
-                .filter(pl.col("lineno").is_in(rows.get_column("lineno").implode()))
-                .with_columns(
-                    source=pl.lit(s.path), _offset=pl.lit(s.clock_offset_s), _order=pl.lit(order)
-                )
-            )
-        if not frames:
-            return self.scan().head(0)
-        return pl.concat(frames, how="diagonal_relaxed")
-
-    def _error_spans(self) -> pl.DataFrame:
-        """``source``, ``lineno`` and ``_err`` of every line an error record holds."""
-        spans = self._error_record_lines.select("source", "lineno")
-        return spans.with_columns(_err=pl.lit("error"))
 
 
 # ---------------------------------------------------------------------- loading
