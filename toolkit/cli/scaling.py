@@ -2,7 +2,8 @@
 
 The JSON has exactly the keys users script against::
 
-    {"layouts": {label: [{"concurrency", "output_tok_s", "efficiency"}, ...]},
+    {"verdict": sentence | null,
+     "layouts": {label: [{"concurrency", "output_tok_s", "efficiency"}, ...]},
      "gap": [{"concurrency", "ratio", "leader"}, ...],
      "crossover": c | null,
      "knee": {label: c | null},
@@ -10,7 +11,9 @@ The JSON has exactly the keys users script against::
 
 ``ratio`` there is the leader's throughput over the other layout's (≥ 1); the gap compares the
 first two layouts in the order they were loaded; ``notes`` say when the layouts also differ in
-the model the results name (the gap then compares models too). Non-finite numbers become null.
+the model the results name (the gap then compares models too), and ``verdict`` (also the text's
+first line) is the sentence the report leads with, that caveat inside it. Non-finite numbers
+become null.
 """
 
 from __future__ import annotations
@@ -22,7 +25,15 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.scaling import crossover, knee, scaling_gap, scaling_table, unlike
+from toolkit.analyze.headline import gap_verdict
+from toolkit.analyze.scaling import (
+    caveat,
+    crossover,
+    knee,
+    scaling_gap,
+    scaling_table,
+    unlike,
+)
 from toolkit.cli.options import add_json, add_output
 from toolkit.cli.output import aligned, emit, number, to_json
 from toolkit.errors import ToolkitError
@@ -85,7 +96,14 @@ def scaling_report(results: BenchResults) -> dict[str, Any]:
     gap = scaling_gap(runs, labels[0], labels[1]) if len(labels) > 1 else None
     cross = crossover(gap) if gap is not None else None
     knees = knee(table, KNEE_THRESHOLD)
+    measured = gap.filter(~pl.col("interpolated")) if gap is not None else None
+    verdict = (
+        gap_verdict(measured, caveat(_facts(runs)))
+        if measured is not None and measured.height
+        else None
+    )
     document = {
+        "verdict": verdict,
         "layouts": {
             label: [
                 {
@@ -111,7 +129,8 @@ def scaling_report(results: BenchResults) -> dict[str, Any]:
         "knee": knees,
         "notes": unlike(_facts(runs)),
     }
-    text = "\n".join([_text(results, table, gap, cross, knees), *document["notes"]])
+    head = [f"verdict: {verdict}"] if verdict else []
+    text = "\n".join([*head, _text(results, table, gap, cross, knees), *document["notes"]])
     return {"json": document, "text": text}
 
 

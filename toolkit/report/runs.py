@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.scaling import unlike
+from toolkit.analyze.scaling import caveat, unlike
 from toolkit.diagnose import Finding, RunAnalysis, diagnose, skipped_checks
 from toolkit.errors import ToolkitError
 from toolkit.load.gpu.trace import GpuTrace, Topology
@@ -155,14 +155,24 @@ class RunSet:
     def unlike(self) -> list[str]:
         """What differs between the runs besides their layout (``analyze.scaling.unlike``):
         the served model and the machine, where the inputs say."""
+        return unlike(self._facts())
+
+    def caveat(self, labels: Sequence[str] = ()) -> str:
+        """The caveat a headline comparing ``labels`` (default: every run) carries when they
+        differ besides their layout (``analyze.scaling.caveat``); empty when like for like."""
+        facts = self._facts()
+        return caveat({k: v for k, v in facts.items() if not labels or k in labels})
+
+    def _facts(self) -> dict[str, dict[str, str | None]]:
         facts = {}
         for label, ctx in zip(self.labels, self.analyses, strict=True):
             machine = ctx.machine
-            facts[label] = {
+            link = f" ({machine.interconnect})" if machine.interconnect else ""
+            facts[label] = {  # the kind of machine: a GPU count follows from the layout
                 "model": ctx.model.id,
-                "hardware": machine.describe() if machine.gpu else None,
+                "hardware": f"{machine.gpu}{link}" if machine.gpu else None,
             }
-        return unlike(facts)
+        return facts
 
     def observed(self) -> pl.DataFrame | None:
         """Observed points for the serving model: every run's ``RunAnalysis.observed``."""

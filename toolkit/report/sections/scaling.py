@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolkit.analyze.headline import gap_verdict
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
 from toolkit.chart.scaling import efficiency_chart, frontier_chart, latency_chart, throughput_chart
 from toolkit.report.runs import RunSet
@@ -34,7 +35,7 @@ def scaling(runs: RunSet, a: str = "", b: str = "") -> View:
     gap = scaling_gap(bench, a, b) if b and b != a else None
     differ = runs.unlike()
     items: list[Any] = [note(" ".join(differ))] if differ else []
-    items.append(throughput_chart(table, gap))
+    items.append(throughput_chart(table, gap, runs.caveat([a, b])))
     record: dict[str, Any] = {
         "unlike": differ,
         "scaling": table.select(
@@ -49,6 +50,7 @@ def scaling(runs: RunSet, a: str = "", b: str = "") -> View:
         ).rename({"a_tok_s": f"{a} tok/s", "b_tok_s": f"{b} tok/s", "ratio": f"{a}/{b}"})
         items.append(shown)
         record["gap"] = gap.to_dicts()
+        record["verdict"] = gap_verdict(gap, runs.caveat([a, b]))
         record["crossover"] = crossover(gap)
     elif b == a:
         items.append(note(f"Layout A and B are both {a}: pick two layouts to see the gap."))
