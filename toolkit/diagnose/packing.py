@@ -21,6 +21,7 @@ import math
 from typing import Any
 
 from toolkit.analyze.effects import TripCurve, trip_curve
+from toolkit.analyze.occupancy import slots_shown
 from toolkit.diagnose.finding import Finding
 from toolkit.diagnose.noise import model_band, model_range, throughput_noise
 from toolkit.diagnose.promise import Promised, measured_after, promise_table, remedy_runs
@@ -49,7 +50,7 @@ def pp_underfilled_slots(ctx: RunAnalysis) -> Finding | None:
     faults = [r for r in rows if r["verdict"] == "under-filled"]
     if not faults:
         return None
-    p, slots = ctx.pp, ctx.slots
+    p = ctx.pp
     curve = trip_curve(trip_points(ctx, rows))
     candidates = [r for r in rows if not r["verdict"].startswith("inherent")]
     best = max(faults, key=load_of_row)  # scaling is about the top: the highest load that packs
@@ -67,7 +68,7 @@ def pp_underfilled_slots(ctx: RunAnalysis) -> Finding | None:
         r["remedy_tok_s"] = promised.tok_s if promised is not None else None
     active, slot = round(best["active_slots_est"]), round(best["slot_req"])
     summary = (
-        f"{c} requests in flight, but #token implies ~{active} active slots of {slots}; each "
+        f"{c} requests in flight, but #token implies {slots_shown(best)} active; each "
         f"slot holds {slot} (#running-req), so only ~{active} of {p} stages have a micro-batch "
         f"to work on and each GPU idles about {max(0.0, 1 - active / p):.0%} of a round."
     )
@@ -81,7 +82,7 @@ def pp_underfilled_slots(ctx: RunAnalysis) -> Finding | None:
     fields: dict[str, Any] = sizing.fields() if sizing is not None else {"severity": "info"}
     return Finding(
         id="pp-underfilled-slots",
-        title=f"~{active} of {slots} micro-batch slots active at {c} requests with {p} stages",
+        title=f"{slots_shown(best)} active at {c} requests with {p} stages",
         summary=summary,
         evidence=slot_evidence(rows, model=True),
         remedy=_remedy(ctx, cap, c),

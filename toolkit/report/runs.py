@@ -167,10 +167,10 @@ class RunSet:
         facts = {}
         for label, ctx in zip(self.labels, self.analyses, strict=True):
             machine = ctx.machine
-            link = f" ({machine.interconnect})" if machine.interconnect else ""
+            kind, link = machine.key  # the datasheet's name: a trace's and run.toml's agree
             facts[label] = {  # the kind of machine: a GPU count follows from the layout
                 "model": ctx.model.id,
-                "hardware": f"{machine.gpu}{link}" if machine.gpu else None,
+                "hardware": f"{kind}" + (f" ({link})" if link else "") if kind else None,
             }
         return facts
 
