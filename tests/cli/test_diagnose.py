@@ -131,7 +131,7 @@ def test_diagnose_markdown_for_an_issue(
     assert "| medium | `pp-underfilled-slots`: ~4 of 16" in out
     assert "### MEDIUM `pp-underfilled-slots`:" in out
     assert "**Remedy:** --pp-max-micro-batch-size 4" in out
-    assert "| phase | offered | running_est |" in out  # the evidence table
+    assert "| concurrency | phase | running_est |" in out  # the evidence, by concurrency
     table = out.split("\n\n")[2].splitlines()  # heading, run line, then the findings
     assert len(table) > 3 and all(line.startswith("| ") for line in table[2:])
     assert len({line.count("|") for line in table}) == 1  # every row has the header's cells

@@ -3,7 +3,8 @@
 The report's summary, the throughput chart's title and ``ppscope scaling`` all state the gap
 between two layouts through ``gap_verdict``, so they cannot disagree; a comparison across
 models, machines or SGLang versions carries that caveat inside the sentence itself
-(``analyze.scaling.caveat``), where the eye lands, not in a note further down.
+(``analyze.scaling.caveat``), where the eye lands, not in a note further down. Phase tables
+lead with the concurrency of each phase (``by_concurrency``) in every format.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-__all__ = ["gap_verdict", "span"]
+__all__ = ["by_concurrency", "gap_verdict", "span"]
 
 
 def span(values: Sequence[int], measured: Sequence[int]) -> str:
@@ -79,3 +80,12 @@ def gap_verdict(gap: pl.DataFrame, caveat: str = "") -> str:
         )
         text += f"; {other} leads only at {parts}"
     return text + tail
+
+
+def by_concurrency(frame: pl.DataFrame) -> pl.DataFrame:
+    """A table of phases led by the concurrency each was offered: ``offered`` becomes
+    ``concurrency``, first, then ``phase``; every format shows phase tables this way."""
+    if "phase" not in frame.columns or "offered" not in frame.columns:
+        return frame
+    rest = [c for c in frame.columns if c not in ("phase", "offered")]
+    return frame.rename({"offered": "concurrency"}).select("concurrency", "phase", *rest)

@@ -20,6 +20,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from toolkit.analyze.headline import by_concurrency
 from toolkit.cli.markdown import findings_markdown
 from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import emit, frame_lines, to_json, wrapped
@@ -158,7 +159,8 @@ def _unit_lines(
             lines += wrapped("checked: " + line, indent)
         if f.severity != "info" and f.evidence.height:
             lines.append(f"{indent}evidence:")
-            lines += frame_lines(f.evidence, EVIDENCE_ROWS, indent=indent + "  ")
+            shown = by_concurrency(f.evidence)  # phases by concurrency, as the report
+            lines += frame_lines(shown, EVIDENCE_ROWS, indent=indent + "  ")
         if f.severity != "info":
             lines += wrapped("remedy: " + f.remedy, indent)
         lines.append("")
