@@ -25,6 +25,7 @@ from toolkit.analyze.occupancy import slots_shown
 from toolkit.diagnose.finding import Finding
 from toolkit.diagnose.noise import model_band, model_range, throughput_noise
 from toolkit.diagnose.promise import Promised, measured_after, promise_table, remedy_runs
+from toolkit.diagnose.prose import loads
 from toolkit.diagnose.sizing import Sizing, ratio, spread
 from toolkit.diagnose.slots import (
     judged,
@@ -287,10 +288,10 @@ def _curve_error(
         rate = _capped_rate(curve, load_of_row(r), b, b, ctx, imbalance)
         if rnd and rate > 0:
             filled.append(abs(load_of_row(r) / rnd / rate - 1))
-    loads = [load_of_row(r) for r in rows if r["verdict"].startswith("filled")]
+    filled_loads = [load_of_row(r) for r in rows if r["verdict"].startswith("filled")]
     if filled:
         error = max([*errors, *filled])
-        where = ", ".join(map(str, sorted(set(loads))))
+        where = loads(set(filled_loads))
         return error, f"the round arithmetic misses this run's filled load {where} by {error:.0%}"
     error = max([*errors, ASSUMED_MODEL_ERROR])
     return error, (
@@ -345,13 +346,9 @@ def _trade(ctx: RunAnalysis, estimate: _Estimate, rows: list[dict[str, Any]], ca
             worse.append(load_of_row(r))
     if not worse:
         return ""
-    loads = sorted(set(worse))
-    shown = ", ".join(map(str, loads[:6])) + (
-        f" and {len(loads) - 6} more" if len(loads) > 6 else ""
-    )
     return (
-        f" At {shown} requests that cap would cost throughput: a static cap trades throughput "
-        "between loads, so set it for the load you serve."
+        f" At {loads(worse, ' requests')} that cap would cost throughput: a static cap trades "
+        "throughput between loads, so set it for the load you serve."
     )
 
 
