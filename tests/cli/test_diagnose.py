@@ -29,7 +29,8 @@ def test_diagnose_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
     text = capsys.readouterr().out
     assert "NaN" not in text and "Infinity" not in text
     doc = json.loads(text)
-    assert list(doc) == ["runs", "findings", "skipped"]
+    assert list(doc) == ["verdict", "runs", "findings", "skipped"]
+    assert doc["verdict"].startswith("TP8 delivers")  # the sentence the report leads with
     found = doc["findings"]
     keys = [
         "id", "severity", "run", "launch", "title", "summary", "evidence", "remedy", "impact",

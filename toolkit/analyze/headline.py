@@ -9,11 +9,14 @@ lead with the concurrency of each phase (``by_concurrency``) in every format.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
-__all__ = ["by_concurrency", "gap_verdict", "span"]
+from toolkit.analyze.scaling import caveat, scaling_gap, scaling_table
+
+__all__ = ["Headline", "by_concurrency", "gap_verdict", "headline", "labelled_bench", "span"]
 
 
 def span(values: Sequence[int], measured: Sequence[int]) -> str:
@@ -31,6 +34,50 @@ def span(values: Sequence[int], measured: Sequence[int]) -> str:
         else:
             runs.append([value])
     return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def labelled_bench(runs: Iterable[tuple[str, pl.DataFrame | None]]) -> pl.DataFrame | None:
+    """The benchmark runs of several runs in one frame, each with its run's ``label``: the
+    ``bench`` ``headline`` takes (None when no run has results)."""
+    frames = [bench.with_columns(label=pl.lit(label)) for label, bench in runs if bench is not None]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The verdict of a set of runs, the scaling table and the measured gap it rests on, and
+    the two layouts compared (``a``, ``b``; empty when there is no second)."""
+
+    verdict: str
+    table: pl.DataFrame | None
+    gap: pl.DataFrame | None
+    a: str = ""
+    b: str = ""
+
+
+def headline(
+    bench: pl.DataFrame | None,
+    facts: Mapping[str, Mapping[str, str | None]],
+    a: str = "",
+    b: str = "",
+) -> Headline:
+    """What every format leads with for these runs: ``bench`` is their benchmark runs with a
+    ``label`` per run, ``facts`` what each run is besides its layout (``like_facts``); ``a`` and
+    ``b`` default to the first two layouts with results."""
+    table = scaling_table(bench) if bench is not None else None
+    if table is None or not table.height:
+        return Headline("No benchmark results in these runs: the findings rest on logs and traces.",
+                        None, None)  # fmt: skip
+    labels = table["label"].unique(maintain_order=True).to_list()
+    a = a or labels[0]
+    b = b or next((x for x in labels if x != a), "")
+    gap = scaling_gap(bench, a, b).filter(~pl.col("interpolated")) if b and b != a else None
+    if gap is None or not gap.height:
+        return Headline(
+            "Only one layout has benchmark results: there is no gap to state.", table, None, a, b
+        )
+    said = caveat({k: v for k, v in facts.items() if k in (a, b)})
+    return Headline(gap_verdict(gap, said), table, gap, a, b)
 
 
 def gap_verdict(gap: pl.DataFrame, caveat: str = "") -> str:

@@ -102,6 +102,16 @@ class ServingModel:
             link, link_from = self.run.topology.interconnect, "topology"
         return MachineIdentity(gpu, gpu_from, count, link, link_from if link else None)
 
+    def like_facts(self) -> dict[str, str | None]:
+        """What a comparison with another run must match besides the layout (the facts of
+        ``analyze.scaling.caveat``): the model id and the kind of machine, by its datasheet
+        name (a trace's and run.toml's spelling agree) and interconnect; None is unknown."""
+        kind, link = self.machine.key
+        return {
+            "model": self.model.id,
+            "hardware": (f"{kind} ({link})" if link else str(kind)) if kind else None,
+        }
+
     @cached_property
     def fit_points(self) -> pl.DataFrame:
         """The observed points the serving model is calibrated on: this run's and those of the

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolkit.analyze.headline import gap_verdict
 from toolkit.analyze.scaling import crossover, frontier, knee, scaling_gap, scaling_table
 from toolkit.chart.scaling import efficiency_chart, frontier_chart, latency_chart, throughput_chart
 from toolkit.report.runs import RunSet
@@ -50,7 +49,7 @@ def scaling(runs: RunSet, a: str = "", b: str = "") -> View:
         ).rename({"a_tok_s": f"{a} tok/s", "b_tok_s": f"{b} tok/s", "ratio": f"{a}/{b}"})
         items.append(shown)
         record["gap"] = gap.to_dicts()
-        record["verdict"] = gap_verdict(gap, runs.caveat([a, b]))
+        record["verdict"] = runs.headline(a, b).verdict
         record["crossover"] = crossover(gap)
     elif b == a:
         items.append(note(f"Layout A and B are both {a}: pick two layouts to see the gap."))

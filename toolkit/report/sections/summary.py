@@ -15,8 +15,6 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.headline import gap_verdict
-from toolkit.analyze.scaling import scaling_gap, scaling_table
 from toolkit.diagnose import Finding
 from toolkit.diagnose.finding import impact_text, promise_lines
 from toolkit.report.redact import escape
@@ -99,21 +97,8 @@ def summary(runs: RunSet, a: str = "", b: str = "") -> View:
     benchmark results) at the measured concurrencies, the high and medium findings per run with
     what each remedy recovers, the change to try first and what data was missing."""
     found, skipped = runs.diagnosis()
-    bench = runs.bench()
-    table = scaling_table(bench) if bench is not None else None
-    gap = None
-    if table is not None and table.height:
-        labels = table["label"].unique(maintain_order=True).to_list()
-        a = runs.label(a) if a else labels[0]
-        b = runs.label(b) if b else next((x for x in labels if x != a), "")
-        if b and b != a:
-            gap = scaling_gap(bench, a, b).filter(~pl.col("interpolated"))
-    if gap is not None and gap.height:
-        verdict = gap_verdict(gap, runs.caveat([a, b]))
-    elif table is not None and table.height:
-        verdict = "Only one layout has benchmark results: there is no gap to state."
-    else:
-        verdict = "No benchmark results in these runs: the findings rest on logs and traces."
+    lead = runs.headline(a, b)
+    verdict, table, gap = lead.verdict, lead.table, lead.gap
     ranked = [f for f in found if f.severity in _SHOWN]
     first = ranked[0] if ranked else None
     minor = [f for f in found if f.severity not in _SHOWN]
