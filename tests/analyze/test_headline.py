@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 from helpers import TEST_DATA
 
-from toolkit.analyze.headline import gap_verdict
+from toolkit.analyze.headline import gap_verdict, headline
 from toolkit.analyze.scaling import caveat, scaling_gap, unlike
 from toolkit.load.bench.results import load_bench
 
@@ -33,3 +33,15 @@ def test_the_caveat_sits_inside_the_verdict_sentence() -> None:
     verdict = gap_verdict(_gap(), said)
     assert verdict.startswith("TP8 delivers") and verdict.endswith(f", {said}.")
     assert len(unlike(facts)) == 2  # the longer notes name each run's model and machine
+
+
+def test_two_layouts_without_a_shared_concurrency_are_not_called_one() -> None:
+    """Both layouts measured, at different concurrencies: no gap, said as it is."""
+    runs = load_bench(TEST_DATA / "bench" / "csv" / "seed.csv").runs
+    tp8 = runs.filter(pl.col("label") == "TP8").head(1)
+    pp8 = runs.filter((pl.col("label") == "PP8") & (pl.col("concurrency") != tp8["concurrency"][0]))
+    lead = headline(pl.concat([tp8, pp8]), {})
+    assert lead.gap is None
+    assert (
+        lead.verdict == "TP8 and PP8 measured no concurrency in common: there is no gap to state."
+    )

@@ -71,11 +71,14 @@ def headline(
     labels = table["label"].unique(maintain_order=True).to_list()
     a = a or labels[0]
     b = b or next((x for x in labels if x != a), "")
-    gap = scaling_gap(bench, a, b).filter(~pl.col("interpolated")) if b and b != a else None
-    if gap is None or not gap.height:
+    if not b or b == a:
         return Headline(
             "Only one layout has benchmark results: there is no gap to state.", table, None, a, b
         )
+    gap = scaling_gap(bench, a, b).filter(~pl.col("interpolated"))
+    if not gap.height:
+        said = f"{a} and {b} measured no concurrency in common: there is no gap to state."
+        return Headline(said, table, None, a, b)
     said = caveat({k: v for k, v in facts.items() if k in (a, b)})
     return Headline(gap_verdict(gap, said), table, gap, a, b)
 
