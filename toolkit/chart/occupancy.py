@@ -118,6 +118,7 @@ def _title(
     shown = busiest.get("slot_req", busiest.get("running_req"))
     text = (
         f"At peak ~{busiest['running_est']:.0f} requests run in {slots_shown(busiest)} "
-        f"({busiest['stages']} stages); #running-req shows one slot: {shown:.0f}"
+        f"({busiest['stages']} stages); #running-req shows one slot: "
+        + (f"{shown:.0f}" if shown is not None else "?")
     )
     return alt.TitleParams(text, subtitle=sub)
