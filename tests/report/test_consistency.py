@@ -126,7 +126,8 @@ def test_the_verdict_is_one_sentence_in_every_format(cases: dict[str, Formats], 
     assert "delivers" in verdict and f.scaling["gap"]  # every case compares two layouts
     assert f.sidecar["summary"]["verdict"] == verdict
     assert f.sidecar["views"]["verdict"] == verdict  # the scaling section's record
-    assert f"verdict: {verdict}" in f.text  # ppscope diagnose's first line
+    assert f.scaling["verdict"] == verdict  # ppscope scaling --json
+    assert f.text.count(f"verdict: {verdict}") == 2  # the first line of diagnose and scaling
     assert verdict in f.page and verdict in f.notebook
     titles = [t for spec in f.charts for t in _titles(spec)]
     assert verdict in titles, "the throughput chart's title is the verdict"

@@ -1,7 +1,8 @@
 """The sentence every format leads with: who delivers more output tok/s, by how much, where.
 
-The report's summary, the throughput chart's title and ``ppscope scaling`` all state the gap
-between two layouts through ``gap_verdict``, so they cannot disagree; a comparison across
+The report's summary, the throughput chart's title, ``ppscope diagnose`` and ``ppscope
+scaling`` all state the gap between two layouts through ``gap_verdict`` (the first three on
+the runs' ``headline``), so they cannot disagree; a comparison across
 models, machines or SGLang versions carries that caveat inside the sentence itself
 (``analyze.scaling.caveat``), where the eye lands, not in a note further down. Phase tables
 lead with the concurrency of each phase (``by_concurrency``) in every format.

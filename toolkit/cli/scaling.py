@@ -11,7 +11,8 @@ The JSON has exactly the keys users script against::
 
 ``ratio`` there is the leader's throughput over the other layout's (≥ 1); the gap compares the
 first two layouts in the order they were loaded; ``notes`` say when the layouts also differ in
-the model the results name (the gap then compares models too), and ``verdict`` (also the text's
+the model the results or run directories name, or in the kind of machine a run directory
+records (the gap then compares those too), and ``verdict`` (also the text's
 first line) is the sentence the report leads with, that caveat inside it. Non-finite numbers
 become null.
 """
@@ -78,13 +79,30 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not name or not value.strip().isdigit() or int(value) < 1:
             raise ToolkitError(f"--concurrency: expected FILE=N with N ≥ 1, got {item!r}")
         given[name] = int(value)
-    report = scaling_report(load_bench(args.paths, concurrency=given))
+    report = scaling_report(load_bench(args.paths, concurrency=given), _run_facts(args.paths))
     emit(to_json(report["json"]) if args.json else report["text"], args.output)
     return 0
 
 
-def scaling_report(results: BenchResults) -> dict[str, Any]:
-    """The JSON document and the text of ``ppscope scaling`` for loaded results."""
+def _run_facts(paths: list[Path]) -> dict[str, dict[str, str | None]]:
+    """Per run directory among ``paths``, by its label, what it is besides its layout
+    (``like_facts``: the model and the kind of machine, as the report reads them), so the
+    verdict's caveat is the report's."""
+    from toolkit.run_analysis import RunAnalysis  # run directories only: files need none
+
+    facts = {}
+    for path in paths:
+        if str(path) != "-" and path.is_dir():
+            ctx = RunAnalysis(path)
+            facts[ctx.label] = ctx.like_facts()
+    return facts
+
+
+def scaling_report(
+    results: BenchResults, facts: dict[str, dict[str, str | None]] | None = None
+) -> dict[str, Any]:
+    """The JSON document and the text of ``ppscope scaling`` for loaded results; ``facts``
+    (per label, ``like_facts``) add what the results do not name to what they do."""
     runs = results.runs
     table = scaling_table(runs)
     if not table.height:
@@ -96,11 +114,12 @@ def scaling_report(results: BenchResults) -> dict[str, Any]:
     gap = scaling_gap(runs, labels[0], labels[1]) if len(labels) > 1 else None
     cross = crossover(gap) if gap is not None else None
     knees = knee(table, KNEE_THRESHOLD)
+    known = {k: dict(v) for k, v in (facts or {}).items()}
+    for label, said in _facts(runs).items():  # the model the results name, where they do
+        known.setdefault(label, {}).update({k: v for k, v in said.items() if v})
     measured = gap.filter(~pl.col("interpolated")) if gap is not None else None
     verdict = (
-        gap_verdict(measured, caveat(_facts(runs)))
-        if measured is not None and measured.height
-        else None
+        gap_verdict(measured, caveat(known)) if measured is not None and measured.height else None
     )
     document = {
         "verdict": verdict,
@@ -127,7 +146,7 @@ def scaling_report(results: BenchResults) -> dict[str, Any]:
         ],
         "crossover": _round(cross, 2),
         "knee": knees,
-        "notes": unlike(_facts(runs)),
+        "notes": unlike(known),
     }
     head = [f"verdict: {verdict}"] if verdict else []
     text = "\n".join([*head, _text(results, table, gap, cross, knees), *document["notes"]])
