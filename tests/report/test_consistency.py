@@ -183,6 +183,9 @@ def test_every_finding_title_agrees(cases: dict[str, Formats], case: str) -> Non
     assert cli == report and cli
     for _, _, title in cli:
         assert title in f.text and title in f.page and title in f.notebook, title
+    for x in f.cli["findings"]:  # every summary reaches the page whole, to its last sentence
+        last = x["summary"].rstrip()[-60:]
+        assert last in f.page and last in f.notebook, (x["id"], last)
     for x in f.cli["findings"]:
         for text in (x["title"], x["summary"]):
             assert not re.search(r"\bphase \d", text), (x["id"], text)
