@@ -7,6 +7,7 @@ GPU trace never loads one and a rule that needs only the config never reads the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
@@ -32,7 +33,7 @@ from toolkit.analyze.model.spec import ModelSpec
 from toolkit.analyze.observed_points import observed_points
 from toolkit.analyze.occupancy import occupancy_summary, slot_occupancy
 from toolkit.analyze.partition import stage_memory, uneven_partition
-from toolkit.analyze.phases import decode_phases
+from toolkit.analyze.phases import WARMUP_REQUESTS, decode_phases
 from toolkit.analyze.serving import ServingModel, model_groups
 from toolkit.analyze.stage_account import profile_phase, stage_account
 from toolkit.analyze.stages import LOG_INTERVAL, stage_desync, stage_timeline
@@ -169,7 +170,11 @@ class RunAnalysis(LaunchViews, ServingModel, RunEvidence):
 
     @cached_property
     def phase_summary(self) -> pl.DataFrame:
-        return occupancy_summary(self.occupancy, self.phases, self.layout, self.replay_model)
+        """``occupancy_summary`` of the run's phases but its warm-ups (``is_warmup``): every
+        verdict reads its phases from here."""
+        summary = occupancy_summary(self.occupancy, self.phases, self.layout, self.replay_model)
+        warmups = [p for p in summary["phase"].to_list() if self.is_warmup(p)]
+        return summary.filter(~pl.col("phase").is_in(warmups)) if warmups else summary
 
     @cached_property
     def replay_model(self) -> ModelSpec:
@@ -298,9 +303,36 @@ class RunAnalysis(LaunchViews, ServingModel, RunEvidence):
         return rows.row(0, named=True) if rows.height else {}
 
     def load_of(self, index: int | None) -> str:
-        """How a phase is named in prose: ``at 64 concurrent requests`` when a benchmark run is
-        placed on it, else ``in phase 3``; ``over the run`` for None."""
+        """How a phase is named in prose, by its concurrency, never by its index: ``at 64
+        concurrent requests`` when a benchmark run is placed on it; ``in the warm-up before
+        the benchmark`` for a warm-up (``is_warmup``); else by the requests the log shows in
+        flight, ``at ~12 requests in flight (no benchmark run placed)``; ``over the run`` for
+        None."""
         if index is None:
             return "over the run"
-        offered = self.phase(index).get("offered")
-        return f"at {offered} concurrent requests" if offered else f"in phase {index}"
+        row = self.phase(index)
+        offered, peak = row.get("offered"), row.get("peak_running")
+        if offered:
+            return f"at {offered} concurrent requests"
+        if self.is_warmup(index):
+            return "in the warm-up before the benchmark"
+        if isinstance(peak, int | float) and math.isfinite(peak) and peak > 0:
+            return f"at ~{peak:.0f} requests in flight (no benchmark run placed)"
+        return "in a stretch of decoding no benchmark run is placed on"
+
+    def is_warmup(self, index: int | None) -> bool:
+        """Whether a phase is a warm-up: no benchmark run placed on it, at most one request in
+        flight, before the first phase a run is placed on (SGLang's or the benchmark's single
+        warm-up request). Warm-ups are named as such and judged by no finding."""
+        if index is None or self.bench is None:
+            return False
+        row = self.phase(index)
+        if not row or row.get("offered") is not None or row.get("bench_run") is not None:
+            return False
+        placed = self.phases.filter(pl.col("offered").is_not_null())["phase"]
+        peak = row.get("peak_running")
+        return (
+            placed.len() > 0
+            and index < placed.min()
+            and (peak is None or not math.isfinite(peak) or peak <= WARMUP_REQUESTS)
+        )

@@ -55,6 +55,12 @@ def test_eager_steps_read_against_a_line_through_graph_levels() -> None:
     assert _role(effect, 0, 8) == _role(effect, 1, 16) == "reference"
     assert "batch 8, 16 in phases 0, 1" in effect.reference
     assert not effect.bounded
+    # named by their loads when the caller knows them (a finding's text never says "phase 2")
+    loads = {p: f"at {c} concurrent requests" for p, c in ((0, 8), (1, 16), (2, 32))}
+    named = graph_effect(decode, loads=loads)
+    assert named is not None and "phase" not in named.reference
+    assert named.reference.startswith("eager steps at 32 concurrent requests (batch 32)")
+    assert "at 8 concurrent requests; at 16 concurrent requests" in named.reference
 
 
 def test_a_pool_bound_phase_is_no_reference_for_other_phases() -> None:
@@ -78,7 +84,7 @@ def test_a_bound_phase_still_compares_its_own_graph_steps() -> None:
     decode = _lines([(0, 8, True, 10.0, 6), (0, 16, True, 12.0, 6), (0, 32, False, 24.0, 6)])
     effect = graph_effect(decode, bound_phases=[0])
     assert effect.slowdown == pytest.approx(1.5)
-    assert "(its own)" in effect.reference
+    assert "graph lines at batch 8, 16 of the same phase" in effect.reference
 
 
 def test_a_test_request_and_a_phase_opening_are_no_levels() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -14,8 +16,10 @@ from toolkit.analyze.occupancy import (
     OCCUPANCY_PHASES,
     occupancy_summary,
     slot_occupancy,
+    slots_shown,
 )
 from toolkit.analyze.phases import PHASES, decode_phases, prompt_length
+from toolkit.chart.occupancy import occupancy_chart
 from toolkit.load.run import load_run
 
 DIAG = TEST_DATA / "diagnose"
@@ -243,3 +247,47 @@ def test_the_warm_up_before_a_run_is_not_its_prompt() -> None:
     phase = decode_phases(lines, pp_size=8).row(0, named=True)
     assert phase["input_len"] == pytest.approx(256)
     assert phase["peak_running"] == pytest.approx(1, abs=0.2)
+
+
+def _pp4_uneven(root: Path) -> Path:
+    """The pp8-underfilled fixture as a PP4 launch without async depth (4 slots) whose log
+    shows, at c=32, a slot of 6: 32 running over 6 a slot reads as 5.3 slots, more than 4."""
+    src = DIAG / "pp8-underfilled"
+    out = root / "pp4-uneven"
+    out.mkdir()
+    shutil.copy(src / "bench.jsonl", out / "bench.jsonl")
+    lines = []
+    for line in (src / "server.log").read_text().splitlines():
+        if any(f" PP{k}]" in line for k in range(4, 8)):
+            continue
+        line = line.replace("'pp_size': 8", "'pp_size': 4")
+        line = line.replace("'pp_async_batch_depth': 8", "'pp_async_batch_depth': 0")
+        lines.append(line.replace("#running-req: 8,", "#running-req: 6,"))
+    (out / "server.log").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_active_slots_never_exceed_the_layouts_and_the_excess_is_explained(
+    tmp_path: Path,
+) -> None:
+    """A PP4 report said "~5 of 4 slots": the estimate is capped at the layout's slots, the
+    uncapped figure kept beside it, and the words every format uses say why."""
+    run = load_run(_pp4_uneven(tmp_path), cache=False)
+    args, batches = run.launch.server_args, run.log.batches
+    phases = decode_phases(batches, run.bench.runs, chunked_prefill_size=8192)
+    occ = slot_occupancy(batches, phases, pp_size=args["pp_size"], async_depth=0)
+    assert occ["active_slots_est"].drop_nulls().max() <= 4
+    assert occ["active_slots_raw"].drop_nulls().max() > 4.5
+    summary = occupancy_summary(occ, phases, launch_layout(args, run.launch.facts()))
+    c32 = summary.filter(pl.col("offered") == 32).row(0, named=True)
+    assert c32["slots"] == 4 and c32["active_slots_est"] == 4
+    words = slots_shown(c32)
+    assert words.startswith("~4 of 4 slots (#token implies 5.3")
+    assert "capped at 4" in words
+    chart = occupancy_chart(occ, None, summary).to_dict()
+    assert words in chart["vconcat"][0]["title"]["text"]  # the chart title says the same
+
+
+def test_slots_within_the_layout_need_no_explanation() -> None:
+    c32 = _summary("pp8-underfilled").filter(pl.col("offered") == 32).row(0, named=True)
+    assert slots_shown(c32) == "~4 of 16 slots"

@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 from helpers import TEST_DATA
 
+from toolkit.analyze.headline import gap_verdict
 from toolkit.analyze.scaling import frontier, scaling_gap, scaling_table
 from toolkit.chart import theme
 from toolkit.chart.scaling import efficiency_chart, frontier_chart, latency_chart, throughput_chart
@@ -34,13 +35,14 @@ def _layers(spec: dict) -> list[dict]:
 
 
 def test_throughput_chart(seed: pl.DataFrame) -> None:
-    chart = throughput_chart(scaling_table(seed), scaling_gap(seed, "PP8", "TP8"))
+    gap = scaling_gap(seed, "PP8", "TP8")
+    chart = throughput_chart(scaling_table(seed), gap)
     assert isinstance(chart, alt.LayerChart)
     spec = chart.to_dict()
-    assert spec["title"]["text"] == (
-        "TP8 delivers 2.33× the output tok/s of PP8 at 32 concurrent requests; "
-        "PP8 leads at 1 (1.30×)"
-    )
+    # the report's summary and `ppscope scaling` say the same sentence
+    assert spec["title"]["text"] == gap_verdict(gap)
+    assert spec["title"]["text"].startswith("TP8 delivers 2.33× the output tok/s of PP8 at 32")
+    assert "PP8 leads only at 1 (1.30×)" in spec["title"]["text"]
     layers = _layers(spec)
     marks = [layer["mark"]["type"] for layer in layers]
     assert marks == ["line", "line", "point", "rule", "text"]

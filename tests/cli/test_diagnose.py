@@ -29,7 +29,8 @@ def test_diagnose_json(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
     text = capsys.readouterr().out
     assert "NaN" not in text and "Infinity" not in text
     doc = json.loads(text)
-    assert list(doc) == ["runs", "findings", "skipped"]
+    assert list(doc) == ["verdict", "runs", "findings", "skipped"]
+    assert doc["verdict"].startswith("TP8 delivers")  # the sentence the report leads with
     found = doc["findings"]
     keys = [
         "id", "severity", "run", "launch", "title", "summary", "evidence", "remedy", "impact",
@@ -131,7 +132,7 @@ def test_diagnose_markdown_for_an_issue(
     assert "| medium | `pp-underfilled-slots`: ~4 of 16" in out
     assert "### MEDIUM `pp-underfilled-slots`:" in out
     assert "**Remedy:** --pp-max-micro-batch-size 4" in out
-    assert "| phase | offered | running_est |" in out  # the evidence table
+    assert "| concurrency | phase | running_est |" in out  # the evidence, by concurrency
     table = out.split("\n\n")[2].splitlines()  # heading, run line, then the findings
     assert len(table) > 3 and all(line.startswith("| ") for line in table[2:])
     assert len({line.count("|") for line in table}) == 1  # every row has the header's cells

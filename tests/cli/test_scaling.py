@@ -17,7 +17,7 @@ DATA = TEST_DATA / "bench"
 def test_seed_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["scaling", "--json", str(DATA / "csv" / "seed.csv")]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"layouts", "gap", "crossover", "knee", "notes", "inputs"}
+    assert set(doc) == {"verdict", "layouts", "gap", "crossover", "knee", "notes", "inputs"}
     assert doc["notes"] == []  # a sweep that names no model: nothing to say
     assert list(doc["layouts"]) == ["PP8", "TP8"]
     pp8 = {p["concurrency"]: p for p in doc["layouts"]["PP8"]}

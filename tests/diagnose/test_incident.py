@@ -40,7 +40,7 @@ def test_pp8_is_under_filled_four_slots_of_sixteen(findings: dict[str, list]) ->
     slots = next(f for f in findings["pp8"] if f.id == "pp-underfilled-slots")
     assert slots.severity == "high"
     assert findings["pp8"][0] is slots  # the top finding of the run
-    assert "~4 active slots of 16" in slots.summary
+    assert "~4 of 16 slots active" in slots.summary
     c32 = slots.evidence.filter(pl.col("offered") == 32).row(0, named=True)
     assert round(c32["active_slots_est"]) == 4 and c32["slots"] == 16
     assert c32["slot_req"] == 8 and c32["replay"] == "4×8"

@@ -53,7 +53,8 @@ def test_the_pool_cost_is_measured_from_another_phases_round(
     f = kv_cache_pressure(ctx)
     assert f is not None and f.basis == "measured" and f.phase == 2
     assert f.impact == pytest.approx(_from_the_run(ctx), abs=1e-6)
-    assert "micro-batch size 8 in phase 0" in f.summary
+    assert f"micro-batch size 8 {ctx.load_of(0)}" in f.summary  # named by its load
+    assert "in phase" not in f.summary
     assert "8×8 by the admission replay" in f.summary and "prefill included" in f.summary
 
 

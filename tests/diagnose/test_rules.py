@@ -121,9 +121,9 @@ def test_lock_step_note_names_the_run_s_log_interval(tmp_path) -> None:
 
 def test_incident_evidence_names_four_of_sixteen_slots() -> None:
     found = _rule("pp-underfilled-slots")(ctx("pp8-underfilled"))
-    assert found.title.startswith("~4 of 16 micro-batch slots active at 32 requests")
+    assert found.title.startswith("~4 of 16 slots active at 32 requests")
     assert "32 requests in flight" in found.summary
-    assert "~4 active slots of 16" in found.summary and "holds 8 (#running-req)" in found.summary
+    assert "~4 of 16 slots active" in found.summary and "holds 8 (#running-req)" in found.summary
     c32 = found.evidence.filter(pl.col("offered") == 32).row(0, named=True)
     assert (round(c32["active_slots_est"]), c32["slots"], c32["verdict"]) == (4, 16, "under-filled")
     assert "--pp-max-micro-batch-size 4" in found.remedy

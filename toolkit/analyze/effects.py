@@ -72,7 +72,12 @@ MIN_LEVEL_LINES = 2
 """Graph lines a (phase, batch size) needs to be a level: one line is a ramp or a test request."""
 
 
-def graph_effect(decode: pl.DataFrame, *, bound_phases: Collection[int] = ()) -> GraphEffect | None:
+def graph_effect(
+    decode: pl.DataFrame,
+    *,
+    bound_phases: Collection[int] = (),
+    loads: Mapping[int, str] | None = None,
+) -> GraphEffect | None:
     """Eager share and slowdown from decode lines that carry ``cuda graph: True/False``.
 
     ``decode`` needs ``ts``, ``phase``, ``cuda_graph``, ``gen_tok_s`` and ``running`` (requests the
@@ -154,7 +159,8 @@ def graph_effect(decode: pl.DataFrame, *, bound_phases: Collection[int] = ()) ->
         if hits:
             bounded = bounded or len(xs) == 1
             used |= {(p, b) for p, b in ref.select("phase", "batch").iter_rows()}
-            words.append(_compared(phase, ref, xs, lines["batch"].drop_nulls().to_list()))
+            eager_batches = lines["batch"].drop_nulls().to_list()
+            words.append(_compared(phase, ref, xs, eager_batches, loads or {}))
     slowdown = max(1.0, _median(ratios)) if ratios else None
     spread = (
         (max(1.0, _quantile(ratios, 0.25)), max(1.0, _quantile(ratios, 0.75))) if ratios else None
@@ -219,18 +225,30 @@ def _graph_step(xs: Sequence[float], ys: Sequence[float], b: float) -> float:
     return a + slope * b
 
 
-def _compared(phase: int, ref: pl.DataFrame, xs: Sequence[float], eager: Sequence[int]) -> str:
-    """What the eager steps of ``phase`` were compared with, in words."""
+def _compared(
+    phase: int,
+    ref: pl.DataFrame,
+    xs: Sequence[float],
+    eager: Sequence[int],
+    loads: Mapping[int, str],
+) -> str:
+    """What the eager steps of ``phase`` were compared with, in words; ``loads`` names a phase
+    by its load (``at 64 concurrent requests``), else it is ``in phase 3``."""
     own = ref.filter(pl.col("phase") == phase).height > 0
     where = sorted({int(p) for p in ref["phase"].to_list()})
     sizes = ", ".join(f"{x:g}" for x in xs)
     lines = int(ref["lines"].sum())
     low, high = min(eager), max(eager)
     batch = f"{low}" if low == high else f"{low}–{high}"
+    if own and len(where) == 1:
+        others = "of the same phase"
+    elif all(p in loads for p in where):
+        others = "; ".join(loads[p] for p in where)
+    else:
+        others = f"in phase{'s' if len(where) > 1 else ''} {', '.join(map(str, where))}"
     text = (
-        f"eager steps of phase {phase} (batch {batch}) against {lines} graph "
-        f"lines at batch {sizes} in phase{'s' if len(where) > 1 else ''} "
-        f"{', '.join(map(str, where))}{' (its own)' if own and len(where) == 1 else ''}"
+        f"eager steps {loads.get(phase, f'in phase {phase}')} (batch {batch}) against {lines} "
+        f"graph lines at batch {sizes} {others}"
     )
     if len(xs) == 1:
         text += (

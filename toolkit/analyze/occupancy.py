@@ -22,6 +22,8 @@ is judged on its own, over its steady window.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 
@@ -39,6 +41,7 @@ __all__ = [
     "STEADY_SHARE",
     "occupancy_summary",
     "slot_occupancy",
+    "slots_shown",
     "steady_lines",
 ]
 
@@ -58,7 +61,8 @@ OCCUPANCY_COLUMNS: tuple[Column, ...] = (
     Column("generated_est", _F, "estimated tokens generated so far per running request"),
     Column("mean_context", _F, "estimated tokens per running request: prompt + generated"),
     Column("running_est", _F, "requests running: #running-req without PP, else estimated"),
-    Column("active_slots_est", _F, "running_est / #running-req: slots holding requests"),
+    Column("active_slots_est", _F, "running_est / #running-req: slots holding requests (≤ slots)"),
+    Column("active_slots_raw", _F, "running_est / #running-req, not capped at the slots"),
     Column("stages", _I, "pp_size"),
     Column("slots", _I, "pp_loop_size = pp_size + pp_async_batch_depth (1 without PP)"),
 )
@@ -74,7 +78,8 @@ OCCUPANCY_PHASE_COLUMNS: tuple[Column, ...] = (
     Column("running_est", _F, "median requests running (``OCCUPANCY.running_est``)"),
     Column("slot_req", _F, "median logged #running-req (one slot)"),
     Column("slot_req_max", _I, "largest logged #running-req"),
-    Column("active_slots_est", _F, "median active slots: running_est / #running-req"),
+    Column("active_slots_est", _F, "median active slots: running_est / #running-req (≤ slots)"),
+    Column("active_slots_raw", _F, "median running_est / #running-req, not capped"),
     Column("queue_req", _F, "median #queue-req"),
     Column("token_usage", _F, "median KV pool usage"),
     Column("gen_tok_s", _F, "median gen throughput, tok/s"),
@@ -143,14 +148,39 @@ def slot_occupancy(
             mean_context=pl.col("token") / pl.col("running_est")
         )
         tagged = tagged.with_columns(generated_est=pl.col("mean_context") - isl)
+    raw = pl.when(pl.col("running_req") > 0).then(pl.col("running_est") / pl.col("running_req"))
     out = tagged.with_columns(
-        active_slots_est=pl.when(pl.col("running_req") > 0).then(
-            pl.col("running_est") / pl.col("running_req")
+        # the layout has no more slots than pp_loop_size: a ratio above it is estimate error
+        # (slots_shown says why), never more slots
+        active_slots_est=pl.when(raw.is_not_null()).then(
+            pl.min_horizontal(raw, pl.lit(float(slots)))
         ),
+        active_slots_raw=raw,
         stages=pl.lit(pp_size),
         slots=pl.lit(slots),
     )
     return out.select(OCCUPANCY.names()).cast(dict(OCCUPANCY))
+
+
+def slots_shown(row: Mapping[str, Any]) -> str:
+    """The active slots of an occupancy row (a line or a phase) as every format states them:
+    ``~4 of 16 slots``, never more than the layout's slots; when the estimate exceeds them, the
+    words say by how much and why it was capped.
+
+    >>> slots_shown({"active_slots_est": 4.0, "active_slots_raw": 5.33, "slots": 4})
+    '~4 of 4 slots (#token implies 5.3, more than the layout has: the slot #running-req shows is smaller than the others, or prefilling requests count in #token; capped at 4)'
+    """  # noqa: E501
+    active, raw, slots = row.get("active_slots_est"), row.get("active_slots_raw"), row.get("slots")
+    if active is None:
+        return f"? of {slots} slots"
+    text = f"~{active:.0f} of {slots} slots"
+    if raw is not None and slots and raw >= slots + 0.5:
+        text += (
+            f" (#token implies {raw:.1f}, more than the layout has: the slot #running-req shows "
+            f"is smaller than the others, or prefilling requests count in #token; capped at "
+            f"{slots})"
+        )
+    return text
 
 
 def _in_log_order(lines: pl.DataFrame) -> pl.DataFrame:
@@ -281,6 +311,7 @@ def occupancy_summary(
             slot_req=pl.col("running_req").cast(_F).median(),
             slot_req_max=pl.col("running_req").max(),
             active_slots_est=pl.col("active_slots_est").median(),
+            active_slots_raw=pl.col("active_slots_raw").median(),
             queue_req=pl.col("queue_req").cast(_F).median(),
             token_usage=pl.col("token_usage").median(),
             gen_tok_s=pl.col("gen_tok_s").median(),

@@ -29,7 +29,7 @@ import polars as pl
 from toolkit.analyze.stages import reference_lines
 from toolkit.schema import Column, schema_of
 
-__all__ = ["PHASES", "PLACEMENT_RANGE", "decode_phases", "prompt_length"]
+__all__ = ["PHASES", "PLACEMENT_RANGE", "WARMUP_REQUESTS", "decode_phases", "prompt_length"]
 
 _I, _F, _S, _T = pl.Int64(), pl.Float64(), pl.String(), pl.Datetime("ms")
 
@@ -50,6 +50,10 @@ PHASE_COLUMNS: tuple[Column, ...] = (
     Column("placed", pl.Boolean(), "a run is placed on the phase and its count fits"),
 )
 PHASES = schema_of(PHASE_COLUMNS)
+
+WARMUP_REQUESTS = 1.5
+"""A stretch before the first benchmark run with no more requests than this in flight, and no
+run placed on it, is a warm-up (SGLang's own, or the benchmark's single warm-up request)."""
 
 MIN_PHASE_GAP_S = 2.0
 """No pause shorter than this separates two phases."""

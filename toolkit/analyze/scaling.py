@@ -19,6 +19,7 @@ from toolkit.errors import ToolkitError
 from toolkit.schema.bench import FRONTIER, GAP, SCALING
 
 __all__ = [
+    "caveat",
     "crossover",
     "failed_runs",
     "frontier",
@@ -285,6 +286,27 @@ def _beats(q: tuple[float, float], p: tuple[float, float]) -> bool:
     return q[0] <= p[0] and q[1] >= p[1] and (q[0] < p[0] or q[1] > p[1])
 
 
+_UNLIKE = {"model": "models", "hardware": "machines", "sglang": "SGLang versions"}
+
+
+def caveat(facts: Mapping[str, Mapping[str, str | None]]) -> str:
+    """The caveat a headline comparing these layouts carries: what differs besides the layout
+    (the facts of ``unlike``), as the end of a sentence; empty when like for like.
+
+    >>> caveat({"PP4": {"model": "a", "hardware": "x"}, "PP8": {"model": "b", "hardware": "y"}})
+    'across different models and machines (the gap compares them too, not only the layouts)'
+    """
+    kinds = [
+        name
+        for key, name in _UNLIKE.items()
+        if len({f.get(key) for f in facts.values() if f.get(key)}) > 1
+    ]
+    if not kinds:
+        return ""
+    said = kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " and " + kinds[-1]
+    return f"across different {said} (the gap compares them too, not only the layouts)"
+
+
 def unlike(facts: Mapping[str, Mapping[str, str | None]]) -> list[str]:
     """Sentences saying what differs between layouts besides the layout: ``facts`` maps each
     label to what is known of its run (``model``, ``hardware``, ``sglang``); an unknown value
@@ -293,9 +315,8 @@ def unlike(facts: Mapping[str, Mapping[str, str | None]]) -> list[str]:
     >>> unlike({"TP8": {"model": "a/x"}, "PP8": {"model": "b/y"}})
     ['The layouts served different models (TP8: a/x; PP8: b/y): the gap compares models too.']
     """
-    what = {"model": "models", "hardware": "machines", "sglang": "SGLang versions"}
     out = []
-    for key, name in what.items():
+    for key, name in _UNLIKE.items():
         known = {label: f.get(key) for label, f in facts.items() if f.get(key)}
         if len(set(known.values())) > 1:
             each = "; ".join(f"{label}: {value}" for label, value in known.items())

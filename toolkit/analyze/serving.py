@@ -20,7 +20,7 @@ import polars as pl
 from toolkit.analyze.model import Fit, Layout, Params, Workload, fit, observed_frame, predict
 from toolkit.analyze.model.catalog import ModelIdentity, model_spec
 from toolkit.analyze.model.fit import fit_none
-from toolkit.analyze.model.machine import MachineIdentity, prior
+from toolkit.analyze.model.machine import MachineIdentity, hardware_gpus, prior
 from toolkit.analyze.model.ranges import ROUTING_SKEW, Variant, plausible_fit, variants
 from toolkit.analyze.observed_points import observed_points
 from toolkit.errors import ToolkitError
@@ -90,14 +90,27 @@ class ServingModel:
                 gpu, gpu_from = str(names.mode().sort()[0]), "GPU trace"
         if samples is not None:
             count = gpu_count(samples)  # physical GPUs: a MIG instance is part of its GPU
-        if gpu is None and self.run.config.hardware:
-            gpu, gpu_from = self.run.config.hardware, "run.toml hardware"
+        stated, named = hardware_gpus(self.run.config.hardware)
+        if gpu is None and named:
+            gpu, gpu_from = named, "run.toml hardware"
+        if count is None and stated:
+            count = stated
         if count is None and self.run.layout.known:
             count = self.run.layout.gpus
         link, link_from = self.run.config.interconnect, "run.toml"
         if link is None and self.run.topology is not None:
             link, link_from = self.run.topology.interconnect, "topology"
         return MachineIdentity(gpu, gpu_from, count, link, link_from if link else None)
+
+    def like_facts(self) -> dict[str, str | None]:
+        """What a comparison with another run must match besides the layout (the facts of
+        ``analyze.scaling.caveat``): the model id and the kind of machine, by its datasheet
+        name (a trace's and run.toml's spelling agree) and interconnect; None is unknown."""
+        kind, link = self.machine.key
+        return {
+            "model": self.model.id,
+            "hardware": (f"{kind} ({link})" if link else str(kind)) if kind else None,
+        }
 
     @cached_property
     def fit_points(self) -> pl.DataFrame:

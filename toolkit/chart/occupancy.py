@@ -11,6 +11,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from toolkit.analyze.occupancy import slots_shown
 from toolkit.chart.encode import count_axis, phase_marks, time_domain, time_x
 from toolkit.chart.theme import MUTED, PALETTE, WIDTH
 
@@ -24,12 +25,15 @@ _SERIES = {
 
 
 def occupancy_chart(
-    occupancy: pl.DataFrame, phases: pl.DataFrame | None = None
+    occupancy: pl.DataFrame,
+    phases: pl.DataFrame | None = None,
+    summary: pl.DataFrame | None = None,
 ) -> alt.VConcatChart:
     """Requests over time, and active slots against stages (``occupancy.slot_occupancy``).
 
     ``phases`` (``t`` epoch ms, ``label`` such as ``c=8``) marks where each benchmark phase
-    starts. Both panels share one time range.
+    starts. Both panels share one time range. ``summary`` (``occupancy_summary``) gives the
+    title its figures: the busiest phase's, as its table states them.
     """
     base = occupancy.with_columns(t_ms=pl.col("ts").dt.epoch("ms"))
     domain = time_domain(base, "t_ms")
@@ -60,7 +64,7 @@ def occupancy_chart(
         )
     )
     upper = alt.layer(requests, *marks).properties(
-        width=WIDTH, height=200, title=_title(occupancy, bool(marks))
+        width=WIDTH, height=200, title=_title(occupancy, bool(marks), summary)
     )
     slots = base.select("t_ms", "active_slots_est").filter(pl.col("active_slots_est").is_not_null())
     active = (
@@ -100,16 +104,21 @@ def _references(occupancy: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"name": pl.String, "value": pl.Int64}, orient="row")
 
 
-def _title(occupancy: pl.DataFrame, phases: bool = False) -> alt.TitleParams:
+def _title(
+    occupancy: pl.DataFrame, phases: bool = False, summary: pl.DataFrame | None = None
+) -> alt.TitleParams:
     sub = "dashed: what the benchmark offered" + (
         "; dotted: a phase starts, at its concurrency" if phases else ""
     )
     if not occupancy.height or occupancy["active_slots_est"].null_count() == occupancy.height:
         return alt.TitleParams("Requests running vs the one slot #running-req shows", subtitle=sub)
-    busiest = occupancy.sort("running_est", descending=True, nulls_last=True).row(0, named=True)
+    # the phase table's figures when given, so the title and the table state one number
+    rows = summary if summary is not None and summary.height else occupancy
+    busiest = rows.sort("running_est", descending=True, nulls_last=True).row(0, named=True)
+    shown = busiest.get("slot_req", busiest.get("running_req"))
     text = (
-        f"At peak ~{busiest['running_est']:.0f} requests run in "
-        f"~{busiest['active_slots_est']:.0f} of {busiest['slots']} slots "
-        f"({busiest['stages']} stages); #running-req shows one slot: {busiest['running_req']}"
+        f"At peak ~{busiest['running_est']:.0f} requests run in {slots_shown(busiest)} "
+        f"({busiest['stages']} stages); #running-req shows one slot: "
+        + (f"{shown:.0f}" if shown is not None else "?")
     )
     return alt.TitleParams(text, subtitle=sub)

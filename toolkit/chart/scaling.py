@@ -10,6 +10,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from toolkit.analyze.headline import gap_verdict
 from toolkit.chart.encode import labels_of
 from toolkit.chart.theme import MUTED, WIDTH, color_scale, log2_scale
 
@@ -36,7 +37,9 @@ def _color(frame: pl.DataFrame) -> alt.Color:
     return alt.Color("label:N", scale=color_scale(labels_of(frame)), title="layout")
 
 
-def throughput_chart(table: pl.DataFrame, gap: pl.DataFrame | None = None) -> alt.LayerChart:
+def throughput_chart(
+    table: pl.DataFrame, gap: pl.DataFrame | None = None, caveat: str = ""
+) -> alt.LayerChart:
     """Output tok/s against concurrency, one line per layout, with ideal-linear references.
 
     Parameters
@@ -46,7 +49,11 @@ def throughput_chart(table: pl.DataFrame, gap: pl.DataFrame | None = None) -> al
         drawn dashed; interpolated points are hollow.
     gap
         Optional ``scaling_gap``: at each of its concurrencies a bar joins the two layouts and
-        a note gives the leader's advantage, and the title states the widest gap.
+        a note gives the leader's advantage, and the title states the verdict of
+        ``analyze.headline.gap_verdict`` on its measured rows.
+    caveat
+        What the layouts differ in besides the layout (``analyze.scaling.caveat``): the title
+        carries it.
     """
     color = _color(table)
     x = _concurrency_x(table)
@@ -100,25 +107,16 @@ def throughput_chart(table: pl.DataFrame, gap: pl.DataFrame | None = None) -> al
             .encode(x=x, y="high_tok_s:Q", text="note:N")
         )
         layers += [bars, text]
-    return alt.layer(*layers).properties(width=WIDTH, title=_throughput_title(table, gap))
+    return alt.layer(*layers).properties(width=WIDTH, title=_throughput_title(table, gap, caveat))
 
 
-def _throughput_title(table: pl.DataFrame, gap: pl.DataFrame | None) -> alt.TitleParams:
+def _throughput_title(
+    table: pl.DataFrame, gap: pl.DataFrame | None, caveat: str = ""
+) -> alt.TitleParams:
     subtitle = "dashed: linear scaling from each layout's lowest concurrency"
-    led = None if gap is None else gap.filter(pl.col("advantage").is_not_null())
-    if led is not None and led.filter(pl.col("leader").is_not_null()).height:
-        ranked = led.filter(pl.col("leader").is_not_null()).sort("advantage", descending=True)
-        top = ranked.row(0, named=True)
-        other = top["b"] if top["leader"] == top["a"] else top["a"]
-        text = (
-            f"{top['leader']} delivers {top['advantage']:.2f}× the output tok/s of {other} "
-            f"at {top['concurrency']} concurrent requests"
-        )
-        rivals = ranked.filter(pl.col("leader") != top["leader"])
-        if rivals.height:
-            r = rivals.row(0, named=True)
-            text += f"; {r['leader']} leads at {r['concurrency']} ({r['advantage']:.2f}×)"
-        return alt.TitleParams(text=text, subtitle=subtitle)
+    measured = None if gap is None else gap.filter(~pl.col("interpolated"))
+    if measured is not None and measured.height:
+        return alt.TitleParams(text=gap_verdict(measured, caveat), subtitle=subtitle)
     best = table.sort("output_tok_s", descending=True, nulls_last=True)
     if not best.height:
         return alt.TitleParams(text="No throughput data", subtitle=subtitle)

@@ -2,7 +2,8 @@
 
 The text shows, per run (and per launch when a run directory holds several), its findings by
 severity, each with a few rows of evidence and the remedy, then the checks its inputs could not
-support. ``--json`` prints ``{"runs": [{"label",
+support; with two layouts' benchmark results the first line is the verdict the report leads
+with. ``--json`` prints ``{"verdict", "runs": [{"label",
 "layout", "model", "hardware", "constants", "launches", "clocks"}...], "findings": [{"id",
 "severity", "run", "launch", "title", "summary", "evidence", "remedy", "impact", "impact_range",
 "recovers", "basis", "phase", "promise"}...],
@@ -25,6 +26,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from toolkit.analyze.headline import Headline, by_concurrency, headline, labelled_bench
 from toolkit.cli.markdown import findings_markdown
 from toolkit.cli.options import add_json, add_output, add_quiet, add_run_dirs
 from toolkit.cli.output import Progress, emit, frame_lines, to_json, wrapped
@@ -80,8 +82,10 @@ def run(args: argparse.Namespace) -> int:
         findings = diagnose(contexts, step=progress.step)
         with progress.step("list the checks the inputs could not support"):
             missing = skipped_checks(contexts)
+    lead = runs_headline(contexts)
     if args.json:
         document = {
+            "verdict": lead.verdict,
             "runs": [_identity(ctx) for ctx in contexts],
             "findings": [f.to_dict() for f in findings],
             "skipped": missing,
@@ -90,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         emit(findings_markdown(findings, contexts, missing).rstrip(), args.output)
     else:
-        emit(findings_text(findings, contexts, missing), args.output)
+        said = [f"verdict: {lead.verdict}", ""] if lead.gap is not None else []
+        emit("\n".join([*said, findings_text(findings, contexts, missing)]), args.output)
     code = max(report_problems(problems), damage_status(contexts))
     tripped = failing(findings, args.fail_on) if args.fail_on else []
     if tripped:
@@ -108,6 +113,14 @@ def _identity(ctx: RunAnalysis) -> dict[str, Any]:
     if record.get("constants") is not None:
         record["constants"] = {**record["constants"], **eager_constant(ctx)}
     return record
+
+
+def runs_headline(contexts: Sequence[RunAnalysis]) -> Headline:
+    """The verdict the report's summary leads with, for the same runs (``analyze.headline``)."""
+    bench = labelled_bench(
+        (ctx.label, ctx.run.bench.runs if ctx.run.bench is not None else None) for ctx in contexts
+    )
+    return headline(bench, {ctx.label: ctx.like_facts() for ctx in contexts})
 
 
 def failing(findings: Sequence[Finding], severity: str) -> list[Finding]:
@@ -172,7 +185,8 @@ def _unit_lines(
             lines += wrapped("checked: " + line, indent)
         if f.severity != "info" and f.evidence.height:
             lines.append(f"{indent}evidence:")
-            lines += frame_lines(f.evidence, EVIDENCE_ROWS, indent=indent + "  ")
+            shown = by_concurrency(f.evidence)  # phases by concurrency, as the report
+            lines += frame_lines(shown, EVIDENCE_ROWS, indent=indent + "  ")
         if f.severity != "info":
             lines += wrapped("remedy: " + f.remedy, indent)
         lines.append("")

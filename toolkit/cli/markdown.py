@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from toolkit.analyze.headline import by_concurrency
 from toolkit.cli.output import cell
 from toolkit.diagnose import Finding
 from toolkit.diagnose.finding import impact_text, promise_lines
@@ -81,7 +82,7 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
 
 
 def _evidence(frame: pl.DataFrame) -> list[str]:
-    shown = frame.head(EVIDENCE_ROWS)
+    shown = by_concurrency(frame).head(EVIDENCE_ROWS)  # phases by concurrency, as the report
     rows = [[cell(v) for v in row] for row in shown.iter_rows()]
     lines = markdown_table([str(c) for c in shown.columns], rows)
     if frame.height > EVIDENCE_ROWS:

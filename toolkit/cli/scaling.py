@@ -2,7 +2,8 @@
 
 The JSON has exactly the keys users script against::
 
-    {"layouts": {label: [{"concurrency", "output_tok_s", "efficiency"}, ...]},
+    {"verdict": sentence | null,
+     "layouts": {label: [{"concurrency", "output_tok_s", "efficiency"}, ...]},
      "gap": [{"concurrency", "ratio", "leader"}, ...],
      "crossover": c | null,
      "knee": {label: c | null},
@@ -11,7 +12,9 @@ The JSON has exactly the keys users script against::
 
 ``ratio`` there is the leader's throughput over the other layout's (≥ 1); the gap compares the
 first two layouts in the order they were loaded; ``notes`` say when the layouts also differ in
-the model the results name (the gap then compares models too). Non-finite numbers become null.
+the model the results or run directories name, or in the kind of machine a run directory
+records (the gap then compares those too), and ``verdict`` (also the text's first line) is the
+sentence the report leads with, that caveat inside it. Non-finite numbers become null.
 
 Every input is accounted for (``inputs``, see ``toolkit.cli.accounting``): a run without a cap
 is a rate-driven point at the mean number of requests it measured in flight; a run that yields
@@ -33,7 +36,9 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.analyze.headline import gap_verdict
 from toolkit.analyze.scaling import (
+    caveat,
     crossover,
     failed_runs,
     knee,
@@ -97,16 +102,35 @@ def run(args: argparse.Namespace) -> int:
         raise ToolkitError("; ".join(f"{p}: no such file or directory" for p in missing))
     with Progress(len(found), quiet=args.quiet, title="scaling") as progress:
         results = load_bench(found, concurrency=given, step=progress.step)
-    report = scaling_report(results, missing)
+    report = scaling_report(results, missing, _run_facts(found))
     emit(to_json(report["json"]) if args.json else report["text"], args.output)
     for path in missing:
         print(f"ppscope: skipped {path}: no such file or directory", file=sys.stderr)
     return max(PARTLY_FAILED if missing else 0, bench_damage_status(results.damaged))
 
 
-def scaling_report(results: BenchResults, missing: Sequence[str] = ()) -> dict[str, Any]:
+def _run_facts(paths: list[Path]) -> dict[str, dict[str, str | None]]:
+    """Per run directory among ``paths``, by its label, what it is besides its layout
+    (``like_facts``: the model and the kind of machine, as the report reads them), so the
+    verdict's caveat is the report's."""
+    from toolkit.run_analysis import RunAnalysis  # run directories only: files need none
+
+    facts = {}
+    for path in paths:
+        if str(path) != "-" and path.is_dir():
+            ctx = RunAnalysis(path)
+            facts[ctx.label] = ctx.like_facts()
+    return facts
+
+
+def scaling_report(
+    results: BenchResults,
+    missing: Sequence[str] = (),
+    facts: dict[str, dict[str, str | None]] | None = None,
+) -> dict[str, Any]:
     """The JSON document and the text of ``ppscope scaling`` for loaded results (``missing``:
-    paths given that did not exist)."""
+    paths given that did not exist); ``facts`` (per label, ``like_facts``) add what the results
+    do not name to what they do."""
     runs, groups = split_servers(results.runs)
     results = replace(results, runs=runs)
     table = scaling_table(runs)
@@ -118,7 +142,15 @@ def scaling_report(results: BenchResults, missing: Sequence[str] = ()) -> dict[s
     gap = scaling_gap(runs, labels[0], labels[1]) if len(labels) > 1 else None
     cross = crossover(gap) if gap is not None else None
     knees = knee(table, KNEE_THRESHOLD)
+    known = {k: dict(v) for k, v in (facts or {}).items()}
+    for label, said in _facts(runs).items():  # the model the results name, where they do
+        known.setdefault(label, {}).update({k: v for k, v in said.items() if v})
+    measured = gap.filter(~pl.col("interpolated")) if gap is not None else None
+    verdict = (
+        gap_verdict(measured, caveat(known)) if measured is not None and measured.height else None
+    )
     document = {
+        "verdict": verdict,
         "layouts": {
             label: [
                 {
@@ -142,10 +174,12 @@ def scaling_report(results: BenchResults, missing: Sequence[str] = ()) -> dict[s
         ],
         "crossover": _round(cross, 2),
         "knee": knees,
-        "notes": unlike(_facts(runs)) + _failed_note(runs),
+        "notes": unlike(known) + _failed_note(runs),
         "inputs": inputs,
     }
-    text = "\n".join([_text(results, table, gap, cross, knees, inputs), *document["notes"]])
+    head = [f"verdict: {verdict}"] if verdict else []
+    body = _text(results, table, gap, cross, knees, inputs)
+    text = "\n".join([*head, body, *document["notes"]])
     return {"json": document, "text": text}
 
 

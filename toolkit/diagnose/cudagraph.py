@@ -32,7 +32,8 @@ GRAPH_DEVICES = frozenset({"cuda", "npu", "musa"})  # devices whose decode runs 
 def eager_effect(ctx: RunAnalysis) -> GraphEffect | None:
     """The run's eager decode against comparable graph steps (``graph_effect``, the phases the
     KV pool paces kept from other phases' reference)."""
-    return graph_effect(ctx.decode, bound_phases=pool_bound_phases(ctx))
+    loads = {p: ctx.load_of(p) for p in ctx.phases["phase"].to_list()}
+    return graph_effect(ctx.decode, bound_phases=pool_bound_phases(ctx), loads=loads)
 
 
 def eager_constant(ctx: RunAnalysis) -> dict[str, str]:

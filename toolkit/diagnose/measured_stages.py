@@ -72,7 +72,7 @@ def measured_stage_note(ctx: RunAnalysis, phase: int | None) -> str | None:
         parts.append(f"{name} {values} ({rows['metric'][0]})")
     if not parts:
         return None
-    where = f"in phase {phase}" if phase is not None else "over the scrapes"
+    where = ctx.load_of(phase) if phase is not None else "over the scrapes"
     return f"SGLang's /metrics measured {where}: " + "; ".join(parts) + "."
 
 

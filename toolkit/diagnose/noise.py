@@ -16,6 +16,7 @@ import polars as pl
 
 from toolkit.analyze.model import Params, predict
 from toolkit.analyze.model.observed import point_layout, point_workload
+from toolkit.diagnose.prose import loads
 from toolkit.diagnose.thresholds import ASSUMED_MODEL_ERROR, MIN_NOISE
 from toolkit.errors import ToolkitError
 from toolkit.run_analysis import RunAnalysis
@@ -48,7 +49,7 @@ def throughput_noise(ctx: RunAnalysis, phase: int | None) -> tuple[float, str]:
         mean, std, done = row.get("tpot_mean_ms"), row.get("tpot_std_ms"), row.get("completed")
         if mean and std is not None and done and mean > 0 and done > 0:
             noise = max(MIN_NOISE, 2 * std / mean / math.sqrt(done))
-            return noise, f"benchmark at {offered}, {done} requests: ±{noise:.0%}"
+            return noise, f"the benchmark at {offered} requests ({done} completed): ±{noise:.0%}"
     lines = _steady_rates(ctx, phase)
     if len(lines) >= 3:
         noise = max(MIN_NOISE, 2 * _robust_cv(lines) / math.sqrt(len(lines)))
@@ -157,6 +158,8 @@ def model_band(ctx: RunAnalysis, *, untouched: Sequence[int]) -> tuple[float, st
         best = worst if best is None else min(best, worst)
     if best is None or not math.isfinite(best):
         return ASSUMED_MODEL_ERROR, f"model error ±{ASSUMED_MODEL_ERROR:.0%} (assumed)"
-    loads = ", ".join(str(c) for c in sorted(points["concurrency"].unique().to_list()))
     band = max(best, MIN_NOISE)
-    return band, f"model error ±{band:.0%} on this run's loads {loads}"
+    return (
+        band,
+        f"model error ±{band:.0%} on this run's loads {loads(points['concurrency'].unique())}",
+    )

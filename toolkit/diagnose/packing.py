@@ -21,9 +21,11 @@ import math
 from typing import Any
 
 from toolkit.analyze.effects import TripCurve, trip_curve
+from toolkit.analyze.occupancy import slots_shown
 from toolkit.diagnose.finding import Finding
 from toolkit.diagnose.noise import model_band, model_range, throughput_noise
 from toolkit.diagnose.promise import Promised, measured_after, promise_table, remedy_runs
+from toolkit.diagnose.prose import loads
 from toolkit.diagnose.sizing import Sizing, ratio, spread
 from toolkit.diagnose.slots import (
     judged,
@@ -49,7 +51,7 @@ def pp_underfilled_slots(ctx: RunAnalysis) -> Finding | None:
     faults = [r for r in rows if r["verdict"] == "under-filled"]
     if not faults:
         return None
-    p, slots = ctx.pp, ctx.slots
+    p = ctx.pp
     curve = trip_curve(trip_points(ctx, rows))
     candidates = [r for r in rows if not r["verdict"].startswith("inherent")]
     best = max(faults, key=load_of_row)  # scaling is about the top: the highest load that packs
@@ -67,7 +69,7 @@ def pp_underfilled_slots(ctx: RunAnalysis) -> Finding | None:
         r["remedy_tok_s"] = promised.tok_s if promised is not None else None
     active, slot = round(best["active_slots_est"]), round(best["slot_req"])
     summary = (
-        f"{c} requests in flight, but #token implies ~{active} active slots of {slots}; each "
+        f"{c} requests in flight, but #token implies {slots_shown(best)} active; each "
         f"slot holds {slot} (#running-req), so only ~{active} of {p} stages have a micro-batch "
         f"to work on and each GPU idles about {max(0.0, 1 - active / p):.0%} of a round."
     )
@@ -81,7 +83,7 @@ def pp_underfilled_slots(ctx: RunAnalysis) -> Finding | None:
     fields: dict[str, Any] = sizing.fields() if sizing is not None else {"severity": "info"}
     return Finding(
         id="pp-underfilled-slots",
-        title=f"~{active} of {slots} micro-batch slots active at {c} requests with {p} stages",
+        title=f"{slots_shown(best)} active at {c} requests with {p} stages",
         summary=summary,
         evidence=slot_evidence(rows, model=True),
         remedy=_remedy(ctx, cap, c),
@@ -286,10 +288,10 @@ def _curve_error(
         rate = _capped_rate(curve, load_of_row(r), b, b, ctx, imbalance)
         if rnd and rate > 0:
             filled.append(abs(load_of_row(r) / rnd / rate - 1))
-    loads = [load_of_row(r) for r in rows if r["verdict"].startswith("filled")]
+    filled_loads = [load_of_row(r) for r in rows if r["verdict"].startswith("filled")]
     if filled:
         error = max([*errors, *filled])
-        where = ", ".join(map(str, sorted(set(loads))))
+        where = loads(set(filled_loads))
         return error, f"the round arithmetic misses this run's filled load {where} by {error:.0%}"
     error = max([*errors, ASSUMED_MODEL_ERROR])
     return error, (
@@ -344,13 +346,9 @@ def _trade(ctx: RunAnalysis, estimate: _Estimate, rows: list[dict[str, Any]], ca
             worse.append(load_of_row(r))
     if not worse:
         return ""
-    loads = sorted(set(worse))
-    shown = ", ".join(map(str, loads[:6])) + (
-        f" and {len(loads) - 6} more" if len(loads) > 6 else ""
-    )
     return (
-        f" At {shown} requests that cap would cost throughput: a static cap trades throughput "
-        "between loads, so set it for the load you serve."
+        f" At {loads(worse, ' requests')} that cap would cost throughput: a static cap trades "
+        "throughput between loads, so set it for the load you serve."
     )
 
 

@@ -226,7 +226,7 @@ def _from_rounds(
         return None
     unit = "micro-batch" if ctx.pp > 1 else "batch"
     used = sorted(k for k, (b, _) in points.items() if b in rests_on)
-    named = ", ".join(f"{points[k][0]:g} in phase {k}" for k in used)
+    named = ", ".join(f"{points[k][0]:g} {ctx.load_of(k)}" for k in used)
     shape = occupancy_shape(sizes)
     return (
         now,

@@ -20,6 +20,7 @@ from toolkit.analyze.model import StageClock
 from toolkit.diagnose.finding import Finding
 from toolkit.diagnose.noise import throughput_noise
 from toolkit.diagnose.promise import Remedied, promise_table, remedy_runs
+from toolkit.diagnose.prose import loads
 from toolkit.diagnose.sizing import Sizing, ratio
 from toolkit.diagnose.thresholds import MIN_BUSY_SAMPLES, REPLAY_SLOT_SLACK, SLOT_TOLERANCE
 from toolkit.errors import ToolkitError
@@ -164,8 +165,7 @@ def pp_low_concurrency(ctx: RunAnalysis) -> Finding | None:
     low = [r for r in rows if r["verdict"].startswith("inherent")]
     if not low:
         return None
-    loads = sorted({r["offered"] or round(r["running_est"]) for r in low})
-    shown = ", ".join(str(c) for c in loads[:8])
+    shown = loads({r["offered"] or round(r["running_est"]) for r in low})
     return Finding(
         id="pp-low-concurrency",
         severity="info",

@@ -9,7 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.scaling import unlike
+from toolkit.analyze.headline import Headline, headline, labelled_bench
+from toolkit.analyze.scaling import caveat, unlike
 from toolkit.diagnose import Finding, RunAnalysis, diagnose, skipped_checks
 from toolkit.errors import ToolkitError
 from toolkit.load.gpu.trace import GpuTrace, Topology
@@ -146,23 +147,34 @@ class RunSet:
 
     def bench(self) -> pl.DataFrame | None:
         """Benchmark runs of every run, labelled by run."""
-        frames = []
-        for run, label in zip(self.runs, self.labels, strict=True):
-            if run.bench is not None:
-                frames.append(run.bench.runs.with_columns(label=pl.lit(label)))
-        return pl.concat(frames, how="diagonal_relaxed") if frames else None
+        return labelled_bench(
+            (label, run.bench.runs if run.bench is not None else None)
+            for run, label in zip(self.runs, self.labels, strict=True)
+        )
 
     def unlike(self) -> list[str]:
         """What differs between the runs besides their layout (``analyze.scaling.unlike``):
         the served model and the machine, where the inputs say."""
-        facts = {}
-        for label, ctx in zip(self.labels, self.analyses, strict=True):
-            machine = ctx.machine
-            facts[label] = {
-                "model": ctx.model.id,
-                "hardware": machine.describe() if machine.gpu else None,
-            }
-        return unlike(facts)
+        return unlike(self._facts())
+
+    def headline(self, a: str = "", b: str = "") -> Headline:
+        """The verdict every format leads with (``analyze.headline.headline``): ``a`` and
+        ``b`` in any case or by a unique prefix (``label``), default the first two layouts
+        with benchmark results."""
+        return headline(
+            self.bench(), self._facts(), self.label(a) if a else "", self.label(b) if b else ""
+        )
+
+    def caveat(self, labels: Sequence[str] = ()) -> str:
+        """The caveat a headline comparing ``labels`` (default: every run) carries when they
+        differ besides their layout (``analyze.scaling.caveat``); empty when like for like."""
+        facts = self._facts()
+        return caveat({k: v for k, v in facts.items() if not labels or k in labels})
+
+    def _facts(self) -> dict[str, dict[str, str | None]]:
+        return {
+            label: ctx.like_facts() for label, ctx in zip(self.labels, self.analyses, strict=True)
+        }
 
     def observed(self) -> pl.DataFrame | None:
         """Observed points for the serving model: every run's ``RunAnalysis.observed``."""

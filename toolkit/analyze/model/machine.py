@@ -22,7 +22,15 @@ from typing import Any
 
 from toolkit.analyze.model.spec import Hardware
 
-__all__ = ["GPUS", "HBM_EFFICIENCY", "GpuFigures", "MachineIdentity", "gpu_figures", "prior"]
+__all__ = [
+    "GPUS",
+    "HBM_EFFICIENCY",
+    "GpuFigures",
+    "MachineIdentity",
+    "gpu_figures",
+    "hardware_gpus",
+    "prior",
+]
 
 HBM_EFFICIENCY = 0.84
 """Share of the datasheet HBM bandwidth a decode step's weight reads reach (assumed)."""
@@ -85,6 +93,28 @@ def gpu_figures(name: str | None) -> GpuFigures | None:
         if re.search(pattern, low):
             return figures
     return None
+
+
+_COUNT = re.compile(r"^\s*(\d{1,4})\s*(?:[x×*]|gpus?\b)\s*(?:of\s+)?", re.IGNORECASE)
+
+
+def hardware_gpus(text: str | None) -> tuple[int | None, str | None]:
+    """(GPU count, GPU name) of a hardware description such as ``run.toml``'s ``hardware``:
+    a leading count (``8x``, ``8 ×``, ``8*``, ``8 GPUs of``) is the count, never part of the
+    name, so a machine is never described as ``8× 8x RTX PRO 6000``.
+
+    >>> hardware_gpus("8x NVIDIA RTX PRO 6000 Blackwell")
+    (8, 'NVIDIA RTX PRO 6000 Blackwell')
+    >>> hardware_gpus("H200")
+    (None, 'H200')
+    """
+    if text is None or not str(text).strip():
+        return None, None
+    name = " ".join(str(text).split())
+    match = _COUNT.match(name)
+    if match is None or not name[match.end() :].strip():
+        return None, name
+    return int(match.group(1)), name[match.end() :].strip()
 
 
 @dataclass(frozen=True)

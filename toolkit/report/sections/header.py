@@ -35,14 +35,6 @@ def _sglang_version(run: Run) -> str | None:
     return None
 
 
-def _gpus(runs: RunSet, run: Run) -> int | None:
-    samples = run.node_samples if runs.gpu(run) is not None else None
-    if samples is not None:  # a GPU of no known node counts once per trace file
-        where = pl.col("node").cast(pl.String).fill_null(pl.col("source"))
-        return int(samples.select(pl.struct(where, "host", "gpu").n_unique()).item())
-    return run.layout.gpus if run.layout.known else None
-
-
 def header(runs: RunSet) -> View:
     """Which runs, on what hardware and interconnect, which SGLang; a banner for synthetic data."""
     rows = []
@@ -64,7 +56,7 @@ def header(runs: RunSet) -> View:
                 "hardware from": machine.gpu_from,
                 "interconnect": machine.interconnect,
                 "interconnect from": machine.interconnect_from,
-                "GPUs": _gpus(runs, run),
+                "GPUs": machine.gpus,  # the count every other place states
                 "SGLang": _sglang_version(run) or "not in the log",
                 "model": clean(model.id) if model.id else None,
                 "architecture": clean(model.describe()) if model.id else model.describe(),

@@ -43,8 +43,8 @@ def occupancy(runs: RunSet, max_points: int = MAX_POINTS) -> View:
         # the chart draws every row in two panels
         rows = thin(ctx.occupancy, max_points // 2)
         phases = phase_labels(runs, run, rows["ts"])
-        items.append(titled(occupancy_chart(rows, phases), label))
         summary = ctx.phase_summary
+        items.append(titled(occupancy_chart(rows, phases, summary), label))
         records.append({"run": label, "phases": summary})
         if summary.height:
             items.append(Table(by_concurrency(summary), key=_KEY))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from toolkit.analyze.headline import by_concurrency
 from toolkit.analyze.series import epoch_ms
 from toolkit.errors import ToolkitError
 from toolkit.load.gpu.trace import gpu_roles
@@ -41,15 +42,6 @@ def titled(chart: alt.TopLevelMixin, label: str) -> alt.TopLevelMixin:
     if isinstance(title, str):
         return chart.properties(title=f"{label}: {title}")
     return chart.properties(title=label)
-
-
-def by_concurrency(frame: pl.DataFrame) -> pl.DataFrame:
-    """A table of phases led by the concurrency each was offered: ``offered`` becomes
-    ``concurrency``, first, then ``phase`` (the number the findings' text uses)."""
-    if "phase" not in frame.columns or "offered" not in frame.columns:
-        return frame
-    rest = [c for c in frame.columns if c not in ("phase", "offered")]
-    return frame.rename({"offered": "concurrency"}).select("concurrency", "phase", *rest)
 
 
 def phase_labels(runs: RunSet, run: Run, times: pl.Series) -> pl.DataFrame | None:

@@ -15,7 +15,6 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.analyze.scaling import scaling_gap, scaling_table
 from toolkit.diagnose import Finding
 from toolkit.diagnose.finding import impact_text, promise_lines
 from toolkit.report.redact import escape
@@ -25,59 +24,6 @@ from toolkit.report.view import STYLE, View, clean
 __all__ = ["summary"]
 
 _SHOWN = ("high", "medium")
-
-
-def _span(values: Sequence[int], measured: Sequence[int]) -> str:
-    """Concurrencies as text, a run of three or more neighbours in ``measured`` as a range:
-    ``2–64`` when 2, 4, ..., 64 were all measured, else ``2, 8``."""
-    index = {c: i for i, c in enumerate(measured)}
-    runs: list[list[int]] = []
-    for value in values:
-        if runs and index[value] == index[runs[-1][-1]] + 1:
-            runs[-1].append(value)
-        else:
-            runs.append([value])
-    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
-
-
-def _verdict(gap: pl.DataFrame) -> str:
-    """One sentence: who leads, by how much, at which concurrencies; where the other leads."""
-    led = gap.filter(pl.col("leader").is_not_null() & pl.col("advantage").is_not_null())
-    if not led.height:
-        a, b = gap["a"][0], gap["b"][0]
-        return f"{a} and {b} deliver the same output tok/s at every measured concurrency."
-    # the leader at most concurrencies; on a tie, the one that leads at the highest load
-    counts = led.group_by("leader").agg(pl.len(), pl.col("concurrency").max())
-    lead = counts.sort("len", "concurrency", descending=True)["leader"][0]
-    other = gap["b"][0] if lead == gap["a"][0] else gap["a"][0]
-    mine = led.filter(pl.col("leader") == lead).sort("concurrency")
-    lo, hi = mine["advantage"].min(), mine["advantage"].max()
-    last = mine.row(-1, named=True)
-    if mine.height == 1:
-        plural = "s" if last["concurrency"] != 1 else ""
-        text = (
-            f"{lead} delivers {last['advantage']:.2f}× the output tok/s of {other} "
-            f"at {last['concurrency']} concurrent request{plural}"
-        )
-    else:
-        factor = f"{lo:.2f}×" if abs(hi - lo) < 0.005 else f"{lo:.2f}–{hi:.2f}×"
-        where = (
-            "every measured concurrency"
-            if mine.height == gap.height
-            else f"{_span(mine['concurrency'].to_list(), gap['concurrency'].to_list())} "
-            "concurrent requests"
-        )
-        text = (
-            f"{lead} delivers {factor} the output tok/s of {other} at {where} "
-            f"({last['advantage']:.2f}× at {last['concurrency']})"
-        )
-    rival = led.filter(pl.col("leader") != lead).sort("concurrency")
-    if rival.height:
-        parts = ", ".join(
-            f"{r['concurrency']} ({r['advantage']:.2f}×)" for r in rival.iter_rows(named=True)
-        )
-        text += f"; {other} leads only at {parts}"
-    return text + "."
 
 
 def _gap_table(table: pl.DataFrame, gap: pl.DataFrame | None) -> pl.DataFrame:
@@ -151,21 +97,8 @@ def summary(runs: RunSet, a: str = "", b: str = "") -> View:
     benchmark results) at the measured concurrencies, the high and medium findings per run with
     what each remedy recovers, the change to try first and what data was missing."""
     found, skipped = runs.diagnosis()
-    bench = runs.bench()
-    table = scaling_table(bench) if bench is not None else None
-    gap = None
-    if table is not None and table.height:
-        labels = table["label"].unique(maintain_order=True).to_list()
-        a = runs.label(a) if a else labels[0]
-        b = runs.label(b) if b else next((x for x in labels if x != a), "")
-        if b and b != a:
-            gap = scaling_gap(bench, a, b).filter(~pl.col("interpolated"))
-    if gap is not None and gap.height:
-        verdict = _verdict(gap)
-    elif table is not None and table.height:
-        verdict = "Only one layout has benchmark results: there is no gap to state."
-    else:
-        verdict = "No benchmark results in these runs: the findings rest on logs and traces."
+    lead = runs.headline(a, b)
+    verdict, table, gap = lead.verdict, lead.table, lead.gap
     ranked = [f for f in found if f.severity in _SHOWN]
     first = ranked[0] if ranked else None
     minor = [f for f in found if f.severity not in _SHOWN]
