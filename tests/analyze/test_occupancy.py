@@ -15,6 +15,7 @@ from toolkit.analyze.occupancy import (
     OCCUPANCY,
     OCCUPANCY_PHASES,
     occupancy_summary,
+    peak_headline,
     slot_occupancy,
     slots_shown,
 )
@@ -284,7 +285,7 @@ def test_active_slots_never_exceed_the_layouts_and_the_excess_is_explained(
     words = slots_shown(c32)
     assert words.startswith("~4 of 4 slots (#token implies 5.3")
     assert "capped at 4" in words
-    chart = occupancy_chart(occ, None, summary).to_dict()
+    chart = occupancy_chart(occ, None, peak_headline(occ, summary)).to_dict()
     assert words in chart["vconcat"][0]["title"]["text"]  # the chart title says the same
 
 

@@ -7,6 +7,7 @@ from functools import cache
 from helpers import TEST_DATA
 
 from toolkit.analyze.config import config_diff
+from toolkit.analyze.occupancy import peak_headline
 from toolkit.chart.config import config_diff_chart
 from toolkit.chart.cudagraph import graph_coverage_chart
 from toolkit.chart.occupancy import occupancy_chart
@@ -30,7 +31,8 @@ def _columns(spec: dict) -> list[set[str]]:
 
 
 def test_occupancy_chart() -> None:
-    spec = occupancy_chart(ctx("pp8-underfilled").occupancy).to_dict()
+    occupancy = ctx("pp8-underfilled").occupancy
+    spec = occupancy_chart(occupancy, headline=peak_headline(occupancy)).to_dict()
     upper, lower = spec["vconcat"]
     assert upper["title"]["text"].startswith("At peak ~32 requests run in ~4 of 16 slots")
     assert upper["title"]["text"].endswith("#running-req shows one slot: 8")

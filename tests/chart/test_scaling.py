@@ -36,10 +36,10 @@ def _layers(spec: dict) -> list[dict]:
 
 def test_throughput_chart(seed: pl.DataFrame) -> None:
     gap = scaling_gap(seed, "PP8", "TP8")
-    chart = throughput_chart(scaling_table(seed), gap)
+    chart = throughput_chart(scaling_table(seed), gap, gap_verdict(gap))
     assert isinstance(chart, alt.LayerChart)
     spec = chart.to_dict()
-    # the report's summary and `ppscope scaling` say the same sentence
+    # the title is the verdict it is given: the report's summary and `ppscope scaling` say it
     assert spec["title"]["text"] == gap_verdict(gap)
     assert spec["title"]["text"].startswith("TP8 delivers 2.33× the output tok/s of PP8 at 32")
     assert "PP8 leads only at 1 (1.30×)" in spec["title"]["text"]

@@ -40,6 +40,7 @@ __all__ = [
     "OCCUPANCY_PHASES",
     "STEADY_SHARE",
     "occupancy_summary",
+    "peak_headline",
     "slot_occupancy",
     "slots_shown",
     "steady_lines",
@@ -181,6 +182,22 @@ def slots_shown(row: Mapping[str, Any]) -> str:
             f"{slots})"
         )
     return text
+
+
+def peak_headline(occupancy: pl.DataFrame, summary: pl.DataFrame | None = None) -> str | None:
+    """The occupancy chart's sentence: requests running at the busiest phase (``summary``,
+    so the title and the phase table state one number) or line, in how many slots, and the one
+    slot ``#running-req`` shows; None without an estimate."""
+    if not occupancy.height or occupancy["active_slots_est"].null_count() == occupancy.height:
+        return None
+    rows = summary if summary is not None and summary.height else occupancy
+    busiest = rows.sort("running_est", descending=True, nulls_last=True).row(0, named=True)
+    shown = busiest.get("slot_req", busiest.get("running_req"))
+    return (
+        f"At peak ~{busiest['running_est']:.0f} requests run in {slots_shown(busiest)} "
+        f"({busiest['stages']} stages); #running-req shows one slot: "
+        + (f"{shown:.0f}" if shown is not None else "?")
+    )
 
 
 def _in_log_order(lines: pl.DataFrame) -> pl.DataFrame:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from toolkit.analyze.occupancy import slots_shown
 from toolkit.chart.encode import count_axis, phase_marks, time_domain, time_x
 from toolkit.chart.theme import MUTED, PALETTE, WIDTH
 
@@ -27,13 +26,14 @@ _SERIES = {
 def occupancy_chart(
     occupancy: pl.DataFrame,
     phases: pl.DataFrame | None = None,
-    summary: pl.DataFrame | None = None,
+    headline: str | None = None,
 ) -> alt.VConcatChart:
     """Requests over time, and active slots against stages (``occupancy.slot_occupancy``).
 
     ``phases`` (``t`` epoch ms, ``label`` such as ``c=8``) marks where each benchmark phase
-    starts. Both panels share one time range. ``summary`` (``occupancy_summary``) gives the
-    title its figures: the busiest phase's, as its table states them.
+    starts. Both panels share one time range. ``headline`` is the title's sentence
+    (``analyze.occupancy.peak_headline``: the busiest phase's figures, as its table states
+    them); without one the title names what the panels compare.
     """
     base = occupancy.with_columns(t_ms=pl.col("ts").dt.epoch("ms"))
     domain = time_domain(base, "t_ms")
@@ -64,7 +64,7 @@ def occupancy_chart(
         )
     )
     upper = alt.layer(requests, *marks).properties(
-        width=WIDTH, height=200, title=_title(occupancy, bool(marks), summary)
+        width=WIDTH, height=200, title=_title(headline, bool(marks))
     )
     slots = base.select("t_ms", "active_slots_est").filter(pl.col("active_slots_est").is_not_null())
     active = (
@@ -104,21 +104,9 @@ def _references(occupancy: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"name": pl.String, "value": pl.Int64}, orient="row")
 
 
-def _title(
-    occupancy: pl.DataFrame, phases: bool = False, summary: pl.DataFrame | None = None
-) -> alt.TitleParams:
+def _title(headline: str | None, phases: bool = False) -> alt.TitleParams:
     sub = "dashed: what the benchmark offered" + (
         "; dotted: a phase starts, at its concurrency" if phases else ""
     )
-    if not occupancy.height or occupancy["active_slots_est"].null_count() == occupancy.height:
-        return alt.TitleParams("Requests running vs the one slot #running-req shows", subtitle=sub)
-    # the phase table's figures when given, so the title and the table state one number
-    rows = summary if summary is not None and summary.height else occupancy
-    busiest = rows.sort("running_est", descending=True, nulls_last=True).row(0, named=True)
-    shown = busiest.get("slot_req", busiest.get("running_req"))
-    text = (
-        f"At peak ~{busiest['running_est']:.0f} requests run in {slots_shown(busiest)} "
-        f"({busiest['stages']} stages); #running-req shows one slot: "
-        + (f"{shown:.0f}" if shown is not None else "?")
-    )
+    text = headline or "Requests running vs the one slot #running-req shows"
     return alt.TitleParams(text, subtitle=sub)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from toolkit.analyze.headline import gap_verdict
 from toolkit.chart.encode import labels_of
 from toolkit.chart.theme import MUTED, WIDTH, color_scale, log2_scale
 
@@ -38,7 +37,7 @@ def _color(frame: pl.DataFrame) -> alt.Color:
 
 
 def throughput_chart(
-    table: pl.DataFrame, gap: pl.DataFrame | None = None, caveat: str = ""
+    table: pl.DataFrame, gap: pl.DataFrame | None = None, verdict: str | None = None
 ) -> alt.LayerChart:
     """Output tok/s against concurrency, one line per layout, with ideal-linear references.
 
@@ -49,11 +48,10 @@ def throughput_chart(
         drawn dashed; interpolated points are hollow.
     gap
         Optional ``scaling_gap``: at each of its concurrencies a bar joins the two layouts and
-        a note gives the leader's advantage, and the title states the verdict of
-        ``analyze.headline.gap_verdict`` on its measured rows.
-    caveat
-        What the layouts differ in besides the layout (``analyze.scaling.caveat``): the title
-        carries it.
+        a note gives the leader's advantage.
+    verdict
+        The title: the sentence every headline states (``analyze.headline.gap_verdict``, its
+        caveat inside); without one the title names the best point.
     """
     color = _color(table)
     x = _concurrency_x(table)
@@ -107,16 +105,13 @@ def throughput_chart(
             .encode(x=x, y="high_tok_s:Q", text="note:N")
         )
         layers += [bars, text]
-    return alt.layer(*layers).properties(width=WIDTH, title=_throughput_title(table, gap, caveat))
+    return alt.layer(*layers).properties(width=WIDTH, title=_throughput_title(table, verdict))
 
 
-def _throughput_title(
-    table: pl.DataFrame, gap: pl.DataFrame | None, caveat: str = ""
-) -> alt.TitleParams:
+def _throughput_title(table: pl.DataFrame, verdict: str | None) -> alt.TitleParams:
     subtitle = "dashed: linear scaling from each layout's lowest concurrency"
-    measured = None if gap is None else gap.filter(~pl.col("interpolated"))
-    if measured is not None and measured.height:
-        return alt.TitleParams(text=gap_verdict(measured, caveat), subtitle=subtitle)
+    if verdict:
+        return alt.TitleParams(text=verdict, subtitle=subtitle)
     best = table.sort("output_tok_s", descending=True, nulls_last=True)
     if not best.height:
         return alt.TitleParams(text="No throughput data", subtitle=subtitle)

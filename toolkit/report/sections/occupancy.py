@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolkit.analyze.occupancy import peak_headline
 from toolkit.analyze.series import thin
 from toolkit.chart.occupancy import occupancy_chart
 from toolkit.report.runs import RunSet
@@ -44,7 +45,8 @@ def occupancy(runs: RunSet, max_points: int = MAX_POINTS) -> View:
         rows = thin(ctx.occupancy, max_points // 2)
         phases = phase_labels(runs, run, rows["ts"])
         summary = ctx.phase_summary
-        items.append(titled(occupancy_chart(rows, phases, summary), label))
+        headline = peak_headline(ctx.occupancy, summary)
+        items.append(titled(occupancy_chart(rows, phases, headline), label))
         records.append({"run": label, "phases": summary})
         if summary.height:
             items.append(Table(by_concurrency(summary), key=_KEY))

@@ -34,7 +34,8 @@ def scaling(runs: RunSet, a: str = "", b: str = "") -> View:
     gap = scaling_gap(bench, a, b) if b and b != a else None
     differ = runs.unlike()
     items: list[Any] = [note(" ".join(differ))] if differ else []
-    items.append(throughput_chart(table, gap, runs.caveat([a, b])))
+    verdict = runs.headline(a, b).verdict if gap is not None else None
+    items.append(throughput_chart(table, gap, verdict))
     record: dict[str, Any] = {
         "unlike": differ,
         "scaling": table.select(
@@ -49,7 +50,7 @@ def scaling(runs: RunSet, a: str = "", b: str = "") -> View:
         ).rename({"a_tok_s": f"{a} tok/s", "b_tok_s": f"{b} tok/s", "ratio": f"{a}/{b}"})
         items.append(shown)
         record["gap"] = gap.to_dicts()
-        record["verdict"] = runs.headline(a, b).verdict
+        record["verdict"] = verdict
         record["crossover"] = crossover(gap)
     elif b == a:
         items.append(note(f"Layout A and B are both {a}: pick two layouts to see the gap."))
