@@ -58,7 +58,7 @@ CONFINED: dict[str, tuple[str, ...]] = {
     "tqdm": ("report",),
     "dask": ("cli", "load/sglang/dataset.py"),
     # the compiled passes: one switch turns them off, so nothing else may depend on numba
-    "numba": ("load/bytescan.py", "load/sglang/fastlane.py", "load/gpu/smilane.py"),
+    "numba": ("load/compiled",),
 }
 
 
@@ -109,7 +109,7 @@ def imported_modules(path: Path, source: str | None = None) -> list[tuple[int, s
 
 
 def _confined_here(library: str, where: str) -> bool:
-    """Whether ``where`` (``load/gpu/smilane.py``) may import the confined ``library``."""
+    """Whether ``where`` (``load/compiled/smi_rows.py``) may import the confined ``library``."""
     return any(where == place or where.startswith(place + "/") for place in CONFINED[library])
 
 

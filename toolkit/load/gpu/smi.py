@@ -21,7 +21,8 @@ from pathlib import Path
 import polars as pl
 
 from toolkit.errors import ParseError
-from toolkit.load.gpu import smilane
+from toolkit.load import compiled
+from toolkit.load.compiled import smi_rows
 from toolkit.load.gpu.cells import check_cells, missing_cells, unavailable_table
 from toolkit.load.gpu.fields import SMI_FIELDS, column_name, smi_canonical
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
@@ -281,11 +282,11 @@ def _read(
         )
         return lf.with_columns(_suspect=check).drop("_over", "_last").collect(engine="streaming")
 
-    lane = smilane.layout([s.kind for s in specs], [suffixes.get(i) for i in range(len(specs))])
-    if smilane.ENABLED and lane is not None and smilane.ready():
+    lane = smi_rows.layout([s.kind for s in specs], [suffixes.get(i) for i in range(len(specs))])
+    if compiled.enabled() and lane is not None and smi_rows.ready():
         # the rows the pass leaves are typed by the reader (lossy UTF-8 is the same text when
         # they are valid, and what the whole file would be read as when they are not)
-        return smilane.read(
+        return smi_rows.read(
             path, header_lineno, lane, list(typed), lambda left: typed_rows(left, "utf8-lossy", 0)
         )
     # Valid UTF-8 is read a fifth faster without the lossy decoder; a file holding an invalid

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.load import compression
+from toolkit.load import compiled, compression
 from toolkit.load import text as lines_io
 from toolkit.load.cache import piece_facts
 from toolkit.load.sglang.batch_line import KEY_COLUMN, parse_batch_message
@@ -118,21 +118,24 @@ def _typed_lines(
     table = None
     _wait_for_lane()
     if _LANE_READY.is_set():
-        from toolkit.load.sglang import fastlane  # numba: imported by the loading thread
+        from toolkit.load.compiled import log_lines  # numba: imported by the loading thread
 
-        if fastlane.ENABLED and job.wrapper in fastlane.WRAPPER_CODES and chunk.lines:
-            table = fastlane.shape_table(list(job.shapes))
+        if compiled.enabled() and job.wrapper in log_lines.WRAPPER_CODES and chunk.lines:
+            table = log_lines.shape_table(list(job.shapes))
     if table is None:
         frame = lines_io.chunk_frame(chunk, first_lineno)
         typed = _refined(job.plan(frame.lazy(), ansi=b"\x1b" in chunk.data).collect())
         return typed, typed
-    lane = fastlane.scan(chunk.data, chunk.lines, job.wrapper, job.year, table)
+    lane = log_lines.scan(chunk.data, chunk.lines, job.wrapper, job.year, table)
     frame = lines_io.lines_frame(lane.left, lane.left_line + first_lineno)
     ansi = b"\x1b" in lane.left  # a line holding one is never taken
     slow = _refined(job.plan(frame.lazy(), ansi=ansi).collect())  # the lane takes none to refine
     if not lane.line.size:
         return slow, slow
-    fast = fastlane.rows(lane, first_lineno, table, slow.schema, wrapper=job.wrapper, year=job.year)
+    compiled.note_use("log-line")
+    fast = log_lines.rows(
+        lane, first_lineno, table, slow.schema, wrapper=job.wrapper, year=job.year
+    )
     del lane  # its buffers are as large as the chunk
     return pl.concat([fast, slow]).sort("lineno"), slow  # a third of merge_sorted's time
 
@@ -153,12 +156,12 @@ def lane_loading() -> threading.Thread:
 
     def load() -> None:
         try:
-            from toolkit.load.sglang import fastlane
+            from toolkit.load.compiled import log_lines
         except ImportError as e:  # a broken numba install: the plan still types every line
             warnings.warn(f"ppscope: the compiled log-line pass is unavailable ({e})",
                           RuntimeWarning, stacklevel=1)  # fmt: skip
             return
-        if fastlane.ready():
+        if log_lines.ready():
             _LANE_READY.set()
 
     global _lane_deadline

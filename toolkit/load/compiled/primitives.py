@@ -1,6 +1,6 @@
 """Compiled primitives for reading text straight from its bytes (numba, no GIL).
 
-The compiled passes over log and trace lines (``sglang.fastlane``, ``gpu.smilane``) share
+The compiled passes over log and trace lines (``log_lines``, ``smi_rows``) share
 these: every read is bounded by an end the caller gives, and each returns -1 (or False) for
 bytes that are not what it reads, so a pass leaves such a line to the general reader.
 """

@@ -22,7 +22,8 @@ import numba
 import numpy as np
 import polars as pl
 
-from toolkit.load.bytescan import (
+from toolkit.load import compiled
+from toolkit.load.compiled.primitives import (
     MAX_DECIMAL_DIGITS,
     POW10,
     clock,
@@ -34,9 +35,6 @@ from toolkit.load.bytescan import (
     number,
     scratch,
 )
-
-ENABLED = True
-"""Off, every row goes through the CSV reader's plan (the tests compare both ways)."""
 
 BLOCK_BYTES = 16 << 20
 WORKERS = 2
@@ -123,6 +121,7 @@ def read(
             while len(pending) > WORKERS:  # so a block's buffer is free when it is read again
                 done.append(pending.popleft().result())
         done += [p.result() for p in pending]
+    compiled.note_use("nvidia-smi row")
     first = header_lineno + 1  # the number of the block's first line
     frames, left, left_lines = [], [], []
     for block in done or [_typed_block(b"", lane, columns)]:
@@ -235,7 +234,7 @@ def _typed_block(data: bytes | memoryview, lane: Layout, columns: Sequence[str])
 
 
 # ---------------------------------------------------------------------------------------------
-# The compiled pass (primitives in ``toolkit.load.bytescan``): every read is bounded by the
+# The compiled pass (its primitives in ``primitives``): every read is bounded by the
 # line's end; a row that leaves the layout at any byte is left to the CSV reader. It is one
 # loop on purpose: written as calls per row and cell that share state through small arrays, it
 # ran at a third of this speed.
@@ -315,7 +314,7 @@ def _pass(buf, cells, units, unit_start, unit_end, taken, values, ts_ms, rest, r
                 text[text_at] = 31
                 text_at += 1
                 continue
-            mantissa, digits, scale = 0, 0, -1  # a plain number (see bytescan)
+            mantissa, digits, scale = 0, 0, -1  # a plain number (see primitives)
             while q < n:
                 b = buf[q]
                 if 48 <= b <= 57:

@@ -19,18 +19,15 @@ import numba
 import numpy as np
 import polars as pl
 
-from toolkit.load.bytescan import MAX_DECIMAL_DIGITS, POW10, loads, scratch
-from toolkit.load.bytescan import clock as _clock
-from toolkit.load.bytescan import copy as _copy
-from toolkit.load.bytescan import days_from_civil as _days
-from toolkit.load.bytescan import digit as _digit
-from toolkit.load.bytescan import month_days as _month_days
-from toolkit.load.bytescan import number as _number
-from toolkit.load.bytescan import starts_with as _same
+from toolkit.load.compiled.primitives import MAX_DECIMAL_DIGITS, POW10, loads, scratch
+from toolkit.load.compiled.primitives import clock as _clock
+from toolkit.load.compiled.primitives import copy as _copy
+from toolkit.load.compiled.primitives import days_from_civil as _days
+from toolkit.load.compiled.primitives import digit as _digit
+from toolkit.load.compiled.primitives import month_days as _month_days
+from toolkit.load.compiled.primitives import number as _number
+from toolkit.load.compiled.primitives import starts_with as _same
 from toolkit.load.sglang.batch_line import GRAPH_LABELS, KEY_COLUMN
-
-ENABLED = True
-"""Off, every line goes through the plan (the tests compare both ways)."""
 
 WRAPPER_CODES = {"raw": 0, "journald-short": 15, "journald-short-precise": 22}
 KINDS = ("decode", "prefill", "http")
@@ -191,7 +188,7 @@ def rows(lane: Lane, first_lineno: int, table: Shapes, schema: pl.Schema, *, wra
 
 
 # ---------------------------------------------------------------------------------------------
-# The compiled pass (primitives in ``toolkit.load.bytescan``). Every read is checked against
+# The compiled pass (its primitives in ``primitives``). Every read is checked against
 # the line's end; a line that leaves the common form at any byte is not taken.
 
 
@@ -354,7 +351,7 @@ def _scan(buf, lines, width, year, kinds, key_start, text, text_end, column, vty
                                     break
                                 continue
                             floating = vtype[k] == _FLOAT
-                            mantissa, digits, scale = 0, 0, -1  # a plain number (see bytescan)
+                            mantissa, digits, scale = 0, 0, -1  # a plain number (see primitives)
                             while q < n:
                                 b = buf[q]
                                 if 48 <= b <= 57:

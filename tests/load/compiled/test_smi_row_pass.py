@@ -8,7 +8,9 @@ identical tables: on every fixture, and on rows generated at each boundary of th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from helpers import TEST_DATA
@@ -16,8 +18,8 @@ from helpers.fuzz import sprinkled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkit.load import bytescan
-from toolkit.load.gpu import smilane
+from toolkit.load import compiled
+from toolkit.load.compiled import primitives, smi_rows
 from toolkit.load.gpu.smi import load_smi_csv
 
 FIXTURES = sorted((TEST_DATA / "gpu").glob("smi-*.csv")) + sorted(
@@ -37,11 +39,8 @@ NAMED = (
 
 def _both(path: Path, fields: list[str] | None = None) -> tuple[object, object]:
     with_pass = load_smi_csv(path, path.name, fields=fields)
-    smilane.ENABLED = False
-    try:
+    with patch.dict(os.environ, {compiled.SWITCH: "0"}):
         alone = load_smi_csv(path, path.name, fields=fields)
-    finally:
-        smilane.ENABLED = True
     return with_pass, alone
 
 
@@ -68,11 +67,11 @@ def test_every_fixture_loads_the_same_with_the_pass(path: Path) -> None:
 def test_the_pass_takes_a_clean_trace(tmp_path: Path) -> None:
     path = tmp_path / "smi.csv"
     path.write_text(HEADER + "\n" + "\n".join(ROW.format(gpu=i % 8) for i in range(64)) + "\n")
-    layout = smilane.layout(["ts", "gpu", "float", "float", "float", "float"],
+    layout = smi_rows.layout(["ts", "gpu", "float", "float", "float", "float"],
                             [None, None, "%", "MiB", "W", "MHz"])  # fmt: skip
     assert layout is not None
     rows = path.read_bytes().split(b"\n", 1)[1]
-    block = smilane._typed_block(rows, layout, ["ts", "gpu", "u", "m", "p", "c"])
+    block = smi_rows._typed_block(rows, layout, ["ts", "gpu", "u", "m", "p", "c"])
     assert block.lines == block.rows.height == 64 and not block.left_lines.size
     assert block.rows.get_column("lineno").to_list()[:2] == [0, 1]
     with_pass, alone = _both(path)
@@ -109,14 +108,14 @@ def test_generated_rows_load_the_same_with_the_pass(
 def test_blocks_cycle_through_their_buffers_and_grow_for_a_long_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(smilane, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(smi_rows, "BLOCK_BYTES", 64)
     rows = [ROW.format(gpu=i % 8) for i in range(40)]
     rows[17] = rows[17].replace(", 45 %", ", " + "4" * 300 + " %")  # longer than four blocks
     path = tmp_path / "smi.csv"
     path.write_text(HEADER + "\n" + "\n".join(rows) + "\n" + ROW.format(gpu=3))  # no last newline
     with path.open("rb") as f:
         f.readline()
-        blocks = [bytes(b) for b in smilane._blocks(f, buffers=2)]  # each copied as it comes
+        blocks = [bytes(b) for b in smi_rows._blocks(f, buffers=2)]  # each copied as it comes
     assert b"".join(blocks) == path.read_bytes().split(b"\n", 1)[1]
     assert all(b.endswith(b"\n") for b in blocks[:-1]) and len(blocks) > 8
     with_pass, alone = _both(path)  # more blocks than buffers, typed two at a time
@@ -133,8 +132,8 @@ def test_a_pass_that_does_not_load_is_named_once_and_the_reader_types_the_rows(
         raise RuntimeError("no LLVM here")
 
     with pytest.warns(RuntimeWarning, match="nvidia-smi row pass does not load here.*no LLVM"):
-        assert not bytescan.loads("nvidia-smi row", no_llvm)
+        assert not primitives.loads("nvidia-smi row", no_llvm)
     path = tmp_path / "smi.csv"
     path.write_text(HEADER + "\n" + ROW.format(gpu=0) + "\n")
-    monkeypatch.setattr(smilane, "ready", lambda: False)
+    monkeypatch.setattr(smi_rows, "ready", lambda: False)
     assert load_smi_csv(path, path.name).samples.get_column("power_w").to_list() == [312.45]

@@ -7,7 +7,9 @@ identical frames: on every fixture, and on lines generated at each boundary of t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from unittest.mock import patch
 
 import polars as pl
 import pytest
@@ -16,8 +18,10 @@ from helpers.fuzz import sprinkled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolkit.load import compiled
 from toolkit.load import text as lines_io
-from toolkit.load.sglang import chunks, fastlane
+from toolkit.load.compiled import log_lines
+from toolkit.load.sglang import chunks
 from toolkit.load.sglang.chunks import Job, file_job
 
 FIXTURES = sorted((TEST_DATA / "sglang").glob("*.log")) + sorted(
@@ -44,22 +48,19 @@ def _both(job: Job, data: bytes) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     chunks.lane_loading().join()  # till then chunks are typed by the plan alone
     assert chunks._LANE_READY.is_set()
     chunk = lines_io.Chunk(0, data, data.count(b"\n"), {})
-    table = fastlane.shape_table(list(job.shapes))
+    table = log_lines.shape_table(list(job.shapes))
     assert table is not None
-    taken = fastlane.scan(data, chunk.lines, job.wrapper, job.year, table).line.size
+    taken = log_lines.scan(data, chunk.lines, job.wrapper, job.year, table).line.size
     with_lane = chunks._typed_lines(job, chunk, 1)[0]
-    fastlane.ENABLED = False
-    try:
+    with patch.dict(os.environ, {compiled.SWITCH: "0"}):
         alone = chunks._typed_lines(job, chunk, 1)[0]
-    finally:
-        fastlane.ENABLED = True
     return with_lane, alone, taken
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
 def test_every_fixture_types_the_same_with_the_lane(path: Path) -> None:
     job = file_job(path)
-    if job.wrapper not in fastlane.WRAPPER_CODES:
+    if job.wrapper not in log_lines.WRAPPER_CODES:
         pytest.skip(f"the lane reads no {job.wrapper} lines")
     data = path.read_bytes()
     if not data.endswith(b"\n"):
