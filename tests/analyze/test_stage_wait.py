@@ -167,9 +167,12 @@ def test_share_series_per_interval() -> None:
     assert (total <= 1 + 1e-9).all()
 
 
-def test_an_unreadable_metrics_file_leaves_the_diagnosis_as_it_was(tmp_path: Path) -> None:
+def test_an_unreadable_metrics_file_is_named_and_leaves_the_rest_as_it_was(tmp_path: Path) -> None:
     run = tmp_path / "pp8"
     shutil.copytree(TEST_DATA / "diagnose" / "pp8-bubbles", run)
     before = [(f.id, f.summary) for f in diagnose([run])]
     (run / "answer.json").write_text('{"status": "error", "data": {"resultType": "matrix"}}')
-    assert [(f.id, f.summary) for f in diagnose([run])] == before
+    after = diagnose([run])
+    named = [f for f in after if f.id == "input-mismatch"]
+    assert len(named) == 1 and "answer.json" in named[0].summary  # never dropped in silence
+    assert [(f.id, f.summary) for f in after if f.id != "input-mismatch"] == before

@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         raise ToolkitError(f"{missing[0]}: no such file or directory")
     files: list[dict[str, Any]] = []
+    places: list[Path] = []  # per summary, the path read (a dataset's summary names its sources)
     failed = 0
     paths = list(expand(args.paths))
     named = {p.resolve() for p in args.paths if not p.is_dir()}
@@ -120,21 +121,24 @@ def run(args: argparse.Namespace) -> int:
                     )
                     failed += sum(1 for f in found if f.get("damaged"))  # read past, named
                     files.extend(found)
+                    places.extend(path for _ in found)
                 except ToolkitError as e:
                     if args.strict:
                         raise
                     failed += 1
                     files.append({"path": str(path), "format": "error", "error": str(e)})
+                    places.append(path)
                     continue
             if files[-1]["format"] == "unknown" and path.resolve() in named:
                 failed += 1  # a file named on its own that nothing reads is an error
                 files[-1] = {"path": str(path), "format": "error", "error": unrecognized(path)}
     for folder in (p for p in args.paths if p.is_dir()):
-        inside = [f for f in files if Path(f["path"]).is_relative_to(folder)]
+        inside = [f for f, at in zip(files, places, strict=True) if at.is_relative_to(folder)]
         if not any(f["format"] not in ("unknown", "error") for f in inside):
             failed += 1
             why = "an empty folder" if not inside else "no file in it is in a format ppscope reads"
             files.append({"path": str(folder), "format": "error", "error": f"{folder}: {why}"})
+            places.append(folder)
     runs = [run_phases(p, cache=not args.no_cache) for p in args.paths if p.is_dir()]
     runs = [r for r in runs if r is not None]
     if args.json:
