@@ -1,0 +1,88 @@
+"""``--query-gpu`` CSV re-printed by ``column -t`` (or ``column -t -s,``), read as the CSV.
+
+``column -t -s,`` drops the commas and pads each field, so fields are separated by runs of two
+or more spaces while a value keeps its single spaces (``NVIDIA H100 80GB HBM3``, ``50 %``,
+``2026/01/05 10:00:00.000``). Plain ``column -t`` splits at every space and keeps the commas,
+so collapsing its padding gives the CSV back. Either way the file is rewritten line for line as
+``, ``-separated CSV and read by the CSV loader; skipped lines keep the text as printed. The
+split is a reconstruction (a value that held two spaces would be cut in two), hence the
+``reprinted-table`` caveat.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
+from toolkit.load.gpu.inventory import is_apps_header
+from toolkit.load.gpu.samples import trace_summarizer
+from toolkit.load.gpu.smi import is_header, load_smi_csv
+
+__all__ = ["FORMAT", "NVIDIA_SMI_CSV_REPRINTED", "as_csv_line", "is_reprinted_header"]
+
+FORMAT = "nvidia-smi-csv-reprinted"
+_PAD = re.compile(r" {2,}|\t+")
+_SPACES = re.compile(r"[ \t]+")
+
+
+def as_csv_line(line: str) -> str:
+    """One re-printed line as nvidia-smi printed it: ``a  b c   d`` → ``a, b c, d``."""
+    text = line.strip()
+    if not text:
+        return ""
+    if "," in text:  # plain ``column -t``: the commas are still there, only padding was added
+        return ", ".join(c.strip() for c in _SPACES.sub(" ", text).split(","))
+    return ", ".join(_PAD.split(text))
+
+
+def is_reprinted_header(line: str) -> bool:
+    """A ``--query-gpu`` header padded into columns (not the CSV's own ``, `` form)."""
+    if not _PAD.search(line.strip()):
+        return False
+    csv = as_csv_line(line)
+    return is_header(csv) and not is_apps_header(csv)
+
+
+def load_reprinted(path: Path, options: Options) -> Part:
+    """Read a re-printed query table: rewritten as CSV, read by ``load_smi_csv``."""
+    source = options.source or str(path)
+    with path.open(encoding="utf-8", errors="replace", newline="") as f:
+        printed = f.read().split("\n")
+    if printed and printed[-1] == "":
+        printed.pop()
+    with tempfile.NamedTemporaryFile(
+        "w", suffix=".csv", dir=options.workdir, delete=False, encoding="utf-8"
+    ) as out:
+        out.write("".join(as_csv_line(ln.rstrip("\r")) + "\n" for ln in printed))
+        csv = Path(out.name)
+    try:
+        part = load_smi_csv(
+            csv, source, fields=None, strict=options.strict, workdir=options.workdir
+        )
+    finally:
+        csv.unlink(missing_ok=True)
+    # skipped lines as the user's file has them, not as rewritten
+    if part.skipped.height:
+        text = [printed[n - 1] if n <= len(printed) else "" for n in part.skipped["lineno"]]
+        original = pl.Series("line", text, pl.String)
+        part.skipped = part.skipped.with_columns(original)
+    part.format = FORMAT
+    return part
+
+
+def _detect(peek: Peek) -> bool:
+    return is_reprinted_header(peek.first)
+
+
+NVIDIA_SMI_CSV_REPRINTED = Format(
+    FORMAT,
+    "nvidia-smi --query-gpu=… --format=csv re-printed by column -t (padded columns)",
+    _detect,
+    load_reprinted,
+    trace_summarizer(load_reprinted),
+    TRACE,
+)
