@@ -17,10 +17,11 @@ from pathlib import Path
 
 import polars as pl
 
+from toolkit.load.gpu.fields import SMI_FIELDS
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
 from toolkit.load.gpu.inventory import is_apps_header
 from toolkit.load.gpu.samples import trace_summarizer
-from toolkit.load.gpu.smi import is_header, load_smi_csv
+from toolkit.load.gpu.smi import is_header, load_smi_csv, parse_fields
 
 __all__ = ["FORMAT", "NVIDIA_SMI_CSV_REPRINTED", "as_csv_line", "is_reprinted_header"]
 
@@ -40,11 +41,28 @@ def as_csv_line(line: str) -> str:
 
 
 def is_reprinted_header(line: str) -> bool:
-    """A ``--query-gpu`` header padded into columns (not the CSV's own ``, `` form)."""
+    """A ``--query-gpu`` header padded into columns (not the CSV's own ``, `` form), naming at
+    least two query fields (a padded table of any other kind may have a ``name`` column)."""
     if not _PAD.search(line.strip()):
         return False
     csv = as_csv_line(line)
-    return is_header(csv) and not is_apps_header(csv)
+    if not is_header(csv) or is_apps_header(csv):
+        return False
+    known = [f for f in parse_fields(csv.split(",")) if f.canonical in SMI_FIELDS or f.unit]
+    return len(known) >= 2
+
+
+def _is_reprint(lines: list[str]) -> bool:
+    """A padded query header, then (when there is a row) a row of as many fields with a
+    number or a time in it."""
+    if not lines or not is_reprinted_header(lines[0]):
+        return False
+    if len(lines) < 2:
+        return True
+    cells = as_csv_line(lines[1]).split(", ")
+    return len(cells) == len(as_csv_line(lines[0]).split(", ")) and any(
+        c[:1].isdigit() for c in cells
+    )
 
 
 def load_reprinted(path: Path, options: Options) -> Part:
@@ -75,7 +93,7 @@ def load_reprinted(path: Path, options: Options) -> Part:
 
 
 def _detect(peek: Peek) -> bool:
-    return is_reprinted_header(peek.first)
+    return _is_reprint(peek.body[:2])
 
 
 NVIDIA_SMI_CSV_REPRINTED = Format(
