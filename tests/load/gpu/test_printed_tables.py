@@ -165,6 +165,14 @@ def test_a_run_directory_reads_the_table(tmp_path: Path) -> None:
     assert run.gpu is not None and run.gpu.samples.height == 6
 
 
+def test_a_run_notes_an_untimed_table(tmp_path: Path) -> None:
+    shutil.copy(OLD, tmp_path / "smi.txt")
+    run = load_run(tmp_path)
+    assert run.untimed_gpu_files == [str(tmp_path / "smi.txt")]
+    (note,) = [m for m in run.mismatches if m["files"] == "smi.txt"]
+    assert "nvidia-smi table without its -l date lines" in note["detail"]
+
+
 # ---------------------------------------------------------------- claiming nothing else
 def test_no_other_test_file_is_claimed() -> None:
     mine = {PADDED, SPLIT, LOOP, OLD}
