@@ -138,6 +138,15 @@ def test_untimed_prints_are_placed_by_the_interval(tmp_path: Path) -> None:
     assert trace.samples["elapsed_s"].to_list() == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]
 
 
+def test_a_windows_table_names_the_driver_model(tmp_path: Path) -> None:
+    text = LOOP.read_text().replace("Persistence-M", "     TCC/WDDM")
+    path = tmp_path / "windows.txt"
+    path.write_text(text.replace("          On  |", "        WDDM  |"))
+    assert sniff_gpu_format(path) == "nvidia-smi-table"
+    trace = load_gpu_trace(path, cache=False)
+    assert trace.samples.height == 6 and trace.summary()[0]["problems"] == 0
+
+
 def test_the_default_table_is_a_caveat_in_parse_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["parse", "--json", "--no-cache", str(LOOP)]) == 0
     (entry,) = json.loads(capsys.readouterr().out)["files"]
@@ -170,7 +179,7 @@ def test_a_run_notes_an_untimed_table(tmp_path: Path) -> None:
     run = load_run(tmp_path)
     assert run.untimed_gpu_files == [str(tmp_path / "smi.txt")]
     (note,) = [m for m in run.mismatches if m["files"] == "smi.txt"]
-    assert "nvidia-smi table without its -l date lines" in note["detail"]
+    assert "nvidia-smi table pasted without its date lines" in note["detail"]
 
 
 # ---------------------------------------------------------------- claiming nothing else

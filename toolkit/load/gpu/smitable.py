@@ -5,8 +5,9 @@ Each print is a box per GPU: a first row ``|   0  NVIDIA H100 80GB HBM3   On  |
 ``| N/A   34C    P0   70W /  700W |   1MiB /  81559MiB |   0%   Default |`` (fan, temperature,
 performance state, power draw / cap, memory used / total, utilization, compute mode), and on
 current drivers a third (MIG mode). Older drivers print narrower boxes and cut long names
-(``NVIDIA A100-SXM...``). Above each print ``-l`` writes the local time (``Mon Jan  5 10:00:00
-2026``, 1 s resolution); a table without one has no time (``sample`` numbers the prints).
+(``NVIDIA A100-SXM...``); on Windows the persistence column is the driver model (``WDDM``,
+``TCC``). Above each print nvidia-smi writes the local time (``Mon Jan  5 10:00:00 2026``, 1 s
+resolution); a table pasted without it has no time (``sample`` numbers the prints).
 
 One sample per GPU per print, from its first two rows. Every other line (the frame, the
 headers, the process list, the MIG rows) is skipped as ``table frame``, the time lines as
@@ -33,15 +34,15 @@ FORMAT = "nvidia-smi-table"
 FRAME = "table frame"
 """Skip reason of the table's borders, headers, process list and MIG rows."""
 PRINT_TIME = "print time"
-"""Skip reason of the time line ``nvidia-smi -l`` prints above each table."""
+"""Skip reason of the time line nvidia-smi prints above each table."""
 
 _TIME = re.compile(
     r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
     r" +\d{1,2} \d\d:\d\d:\d\d \d{4}$"
 )
-_HEADER = re.compile(r"^\| GPU  Name +Persistence-M ?\|")
+_HEADER = re.compile(r"^\| GPU  Name +(?:Persistence-M|TCC/WDDM|Driver-Model) *\|")
 _FIRST = re.compile(
-    r"^\|\s+(?P<gpu>\d+)\s+(?P<name>\S.*?)\s+(?P<persistence>On|Off|N/A)\s*"
+    r"^\|\s+(?P<gpu>\d+)\s+(?P<name>\S.*?)\s+(?P<persistence>On|Off|N/A|WDDM|TCC|MCDM)\s*"
     r"\|\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s+\S+\s*\|"
 )
 _SECOND = re.compile(
@@ -140,8 +141,8 @@ def load_smi_table(path: Path, options: Options) -> Part:
         notes = ("no samples: no gpu rows in the tables",)
     elif samples["ts"].null_count():
         notes = (
-            "no time line above the tables (nvidia-smi -l prints one): the samples are untimed; "
-            "set [gpu_trace] interval_s in run.toml (the -l period) to place them",
+            "no time line above the tables (nvidia-smi prints one above each): the samples "
+            "are untimed; set [gpu_trace] interval_s in run.toml (the -l period) to place them",
         )
     return Part(
         source,
