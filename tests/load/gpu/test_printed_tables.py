@@ -50,6 +50,13 @@ def test_a_reprinted_query_reads_as_the_csv(path: Path) -> None:
     assert header["line"] == path.read_text().splitlines()[0]
 
 
+def test_a_crlf_reprint_reads_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "crlf.txt"
+    path.write_bytes(PADDED.read_bytes().replace(b"\n", b"\r\n"))
+    crlf = load_gpu_trace(path, cache=False).samples.drop("source")
+    assert crlf.equals(load_gpu_trace(PADDED, cache=False).samples.drop("source"))
+
+
 def test_a_reprint_is_a_caveat_in_parse_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["parse", "--json", "--no-cache", str(PADDED)]) == 0
     (entry,) = json.loads(capsys.readouterr().out)["files"]

@@ -21,7 +21,7 @@ from toolkit.load.gpu.fields import SMI_FIELDS
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
 from toolkit.load.gpu.inventory import is_apps_header
 from toolkit.load.gpu.samples import trace_summarizer
-from toolkit.load.gpu.smi import is_header, load_smi_csv, parse_fields
+from toolkit.load.gpu.smi import is_header, load_smi_csv, parse_fields, raw_lines
 
 __all__ = ["FORMAT", "NVIDIA_SMI_CSV_REPRINTED", "as_csv_line", "is_reprinted_header"]
 
@@ -68,14 +68,14 @@ def _is_reprint(lines: list[str]) -> bool:
 def load_reprinted(path: Path, options: Options) -> Part:
     """Read a re-printed query table: rewritten as CSV, read by ``load_smi_csv``."""
     source = options.source or str(path)
-    with path.open(encoding="utf-8", errors="replace", newline="") as f:
-        printed = f.read().split("\n")
-    if printed and printed[-1] == "":
-        printed.pop()
-    with tempfile.NamedTemporaryFile(
-        "w", suffix=".csv", dir=options.workdir, delete=False, encoding="utf-8"
-    ) as out:
-        out.write("".join(as_csv_line(ln.rstrip("\r")) + "\n" for ln in printed))
+    with (
+        path.open(encoding="utf-8", errors="replace", newline="\n") as src,
+        tempfile.NamedTemporaryFile(
+            "w", suffix=".csv", dir=options.workdir, delete=False, encoding="utf-8"
+        ) as out,
+    ):
+        for line in src:  # line for line, so line numbers stay the user's
+            out.write(as_csv_line(line.removesuffix("\n").removesuffix("\r")) + "\n")
         csv = Path(out.name)
     try:
         part = load_smi_csv(
@@ -83,10 +83,10 @@ def load_reprinted(path: Path, options: Options) -> Part:
         )
     finally:
         csv.unlink(missing_ok=True)
-    # skipped lines as the user's file has them, not as rewritten
-    if part.skipped.height:
-        text = [printed[n - 1] if n <= len(printed) else "" for n in part.skipped["lineno"]]
-        original = pl.Series("line", text, pl.String)
+    if part.skipped.height:  # skipped lines as the user's file has them, not as rewritten
+        linenos = part.skipped["lineno"].to_list()
+        printed = raw_lines(path, linenos, options.workdir)
+        original = pl.Series("line", [printed.get(n, "") for n in linenos], pl.String)
         part.skipped = part.skipped.with_columns(original)
     part.format = FORMAT
     return part

@@ -49,6 +49,7 @@ _SECOND = re.compile(
     r"^\|\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<pstate>\S+)\s+(?P<power>\S+)\s*/\s*(?P<cap>\S+)\s*"
     r"\|\s*(?P<used>\S+)\s*/\s*(?P<total>\S+)\s*\|\s*(?P<util>\S+)\s+\S"
 )
+_CUT = "gpu row without its second row (the print was cut?)"
 _NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)(?:%|C|W|MiB)$")
 # second-row cell → (column, field as the table's header names it)
 _CELLS = {
@@ -92,46 +93,51 @@ def load_smi_table(path: Path, options: Options) -> Part:
         an error instead of a value.
     """
     source = options.source or str(path)
-    with path.open(encoding="utf-8", errors="replace", newline="") as f:
-        lines = f.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
     rows: list[dict[str, object]] = []
     skipped: list[dict[str, object]] = []
     missing: dict[tuple[str, str], list[int]] = {}  # (field, text) → [count, first line]
     when: datetime | None = None  # the time of the current print
     printed_at: datetime | None = None  # a time line not yet followed by its table
     sample = -1  # the print a GPU row belongs to: each header line starts one
-    n = 0
-    while n < len(lines):
-        line = lines[n].rstrip("\r")
-        lineno = n + 1
-        first = _FIRST.match(line)
-        second = _SECOND.match(lines[n + 1].rstrip("\r")) if first and n + 1 < len(lines) else None
-        if first and second:
-            row = _row(first, second, source, lineno, when, max(sample, 0), missing)
-            rows.append(row)
-            n += 2
-            continue
-        if is_print_time(line):
-            printed_at = _print_time(line)
-            reason = PRINT_TIME
-        elif not line.strip():
-            reason = "blank line"
-        elif _HEADER.match(line):
-            sample += 1
-            when, printed_at = printed_at, None
-            reason = FRAME
-        elif first:
-            reason = "gpu row without its second row (the print was cut?)"
-        elif line.startswith(("|", "+")):
-            reason = FRAME
-        else:
-            reason = "not part of an nvidia-smi table"
+    held: tuple[int, str, re.Match[str]] | None = None  # a first row awaiting its second
+
+    def skip(lineno: int, line: str, reason: str) -> None:
         if options.strict and reason not in (FRAME, PRINT_TIME, "blank line"):
             raise ParseError(source, lineno, reason, line)
         skipped.append({"source": source, "lineno": lineno, "reason": reason, "line": line})
-        n += 1
+
+    lines = 0
+    with path.open(encoding="utf-8", errors="replace", newline="\n") as f:
+        for lines, raw in enumerate(f, 1):  # streamed: a day of -l 1 prints is millions of lines
+            line = raw.removesuffix("\n").removesuffix("\r")
+            if held is not None:
+                second = _SECOND.match(line)
+                if second:
+                    rows.append(_row(held[2], second, source, held[0], when, sample, missing))
+                    held = None
+                    continue
+                skip(held[0], held[1], _CUT)
+                held = None
+            first = _FIRST.match(line)
+            if first:
+                held = (lines, line, first)
+                continue
+            if is_print_time(line):
+                printed_at = _print_time(line)
+                reason = PRINT_TIME
+            elif not line.strip():
+                reason = "blank line"
+            elif _HEADER.match(line):
+                sample += 1
+                when, printed_at = printed_at, None
+                reason = FRAME
+            elif line.startswith(("|", "+")):
+                reason = FRAME
+            else:
+                reason = "not part of an nvidia-smi table"
+            skip(lines, line, reason)
+    if held is not None:
+        skip(held[0], held[1], _CUT)
     samples = pl.DataFrame(rows, schema=_SCHEMA, orient="row")
     unavailable = _unavailable(missing, source)
     if options.strict:
@@ -147,7 +153,7 @@ def load_smi_table(path: Path, options: Options) -> Part:
     return Part(
         source,
         FORMAT,
-        len(lines),
+        lines,
         samples,
         pl.DataFrame(skipped, schema=SKIPPED, orient="row"),
         unavailable,
@@ -169,7 +175,7 @@ def _row(
         "source": source,
         "lineno": lineno,
         "ts": when,
-        "sample": sample,
+        "sample": max(sample, 0),  # rows before any header belong to the first print
         "gpu": int(first["gpu"]),
         "name": first["name"],
         "pci_bus_id": first["bus"],
