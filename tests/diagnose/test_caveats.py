@@ -75,3 +75,15 @@ def test_parse_json_lists_the_caveats_of_each_file(
         "metrics.txt": ["gateway-rename", "router-series"],
     }
     assert files["telemetry.jsonl"]["caveats"][0]["length_s"] == 7.0
+
+
+def test_a_busy_share_from_a_reprinted_trace_names_the_reprint(tmp_path: Path) -> None:
+    run = tmp_path / "pp8"
+    shutil.copytree(SAMPLE / "pp8", run)
+    rows = [ln.split(", ") for ln in (run / "gpu.csv").read_text().splitlines()]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    padded = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    (run / "gpu.csv").write_text("\n".join(padded) + "\n")  # as column -t -s, prints it
+    bubbles = {f.id: f for f in diagnose([run])}["gpu-idle-bubbles"]
+    assert [c["kind"] for c in bubbles.caveats] == ["reprinted-table"]
+    assert "Caveat (reprinted-table, gpu.csv)" in bubbles.summary

@@ -33,6 +33,10 @@ EXPECTED: dict[str, tuple[str, int, int]] = {
     "exporter-mig.prom": ("dcgm-exporter", 2, 4),  # 3 MIG instances of GPU 2, and GPU 1
     "exporter-old-lowercase.prom": ("dcgm-exporter", 2, 2),
     "aiperf-gpu-telemetry.jsonl": ("aiperf-gpu-telemetry", 4, 56),  # 2 hosts × 2 GPUs
+    "smi-column-t-s.txt": ("nvidia-smi-csv-reprinted", 2, 4),
+    "smi-column-t.txt": ("nvidia-smi-csv-reprinted", 2, 4),
+    "smi-table-l1-2gpu.txt": ("nvidia-smi-table", 2, 6),  # 3 prints of 2 GPUs
+    "smi-table-old-untimed.txt": ("nvidia-smi-table", 3, 3),
 }
 OTHERS: dict[str, tuple[str, int]] = {
     "topo-2x1080ti.txt": ("nvidia-smi-topo", 2),

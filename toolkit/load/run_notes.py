@@ -69,7 +69,8 @@ def input_mismatches(run: Run) -> list[dict[str, str]]:
             {
                 "input": "GPU trace" if whole else "GPU trace files",
                 "files": ", ".join(Path(s).name for s in untimed),
-                "detail": "these files print no time (dcgmi dmon, exporter scrapes) and "
+                "detail": "these files print no time (dcgmi dmon, exporter scrapes, an nvidia-smi "
+                "table pasted without its date lines) and "
                 "nothing places them on the log's clock, so their samples are not used: set "
                 "[gpu_trace] start (local time of the first sample) and interval_s in "
                 "run.toml",

@@ -43,6 +43,17 @@ KINDS: dict[str, tuple[str, str]] = {
         "GPU trace columns named by a header the loader did not read from the file (given "
         "fields over noheader rows): a wrong field list mislabels every column",
     ),
+    "reprinted-table": (
+        "gpu_busy",
+        "a --query-gpu CSV re-printed in padded columns (column -t): fields were split again "
+        "at runs of spaces, so a value holding two spaces would land in the wrong column",
+    ),
+    "default-table": (
+        "gpu_busy",
+        "the default nvidia-smi table: one sample per print (the -l period apart, 1 s time "
+        "resolution), utilization only over the driver's last window: busy shares rest on "
+        "few, coarse samples",
+    ),
     "gateway-rename": (
         "stage_shares",
         "metrics scraped via a gateway that renames sglang:* to sglang_*: read as sglang:*",

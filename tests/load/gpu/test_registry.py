@@ -21,6 +21,8 @@ FIXTURES = {**{n: v[0] for n, v in EXPECTED.items()}, **{n: v[0] for n, v in OTH
 def test_the_format_vocabulary_is_kept() -> None:
     assert set(FORMATS) == {
         "nvidia-smi-csv",
+        "nvidia-smi-csv-reprinted",
+        "nvidia-smi-table",
         "nvidia-smi-dmon",
         "dcgmi-dmon",
         "dcgm-exporter",
@@ -29,7 +31,8 @@ def test_the_format_vocabulary_is_kept() -> None:
         "nvidia-smi-apps",
         "nvidia-smi-list",
     }
-    assert set(trace_formats()) == {"nvidia-smi-csv", "nvidia-smi-dmon", "dcgmi-dmon",
+    assert set(trace_formats()) == {"nvidia-smi-csv", "nvidia-smi-csv-reprinted",
+                                    "nvidia-smi-table", "nvidia-smi-dmon", "dcgmi-dmon",
                                     "dcgm-exporter", "aiperf-gpu-telemetry"}  # fmt: skip
 
 

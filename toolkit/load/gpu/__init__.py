@@ -3,7 +3,8 @@
 A file's format comes from its first lines, never from its name (compressed files too). Each
 format lives in its own module and exports a ``Format`` (``format.py``); adding a format is one
 module and one line below. Formats with a distinctive first line come first; the generic
-nvidia-smi CSV is asked last, after the compute-apps CSV whose header is also a query header.
+nvidia-smi CSV is asked last, after the compute-apps CSV whose header is also a query header
+and after the same CSV re-printed in padded columns.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from toolkit.load.gpu.dmon import NVIDIA_SMI_DMON
 from toolkit.load.gpu.exporter import DCGM_EXPORTER
 from toolkit.load.gpu.format import TRACE, Format, Peek
 from toolkit.load.gpu.inventory import NVIDIA_SMI_APPS, NVIDIA_SMI_LIST
+from toolkit.load.gpu.reprint import NVIDIA_SMI_CSV_REPRINTED
 from toolkit.load.gpu.smi import NVIDIA_SMI_CSV
+from toolkit.load.gpu.smitable import NVIDIA_SMI_TABLE
 from toolkit.load.gpu.topology import NVIDIA_SMI_TOPO
 from toolkit.load.inputs import check_input
 from toolkit.load.registry import first_match
@@ -32,7 +35,9 @@ FORMATS: dict[str, Format] = {
         AIPERF_TELEMETRY,
         NVIDIA_SMI_LIST,
         NVIDIA_SMI_TOPO,
+        NVIDIA_SMI_TABLE,
         NVIDIA_SMI_APPS,
+        NVIDIA_SMI_CSV_REPRINTED,
         NVIDIA_SMI_CSV,
     )
 }

@@ -1,4 +1,5 @@
-"""Caveats of a GPU trace file: sampling stalls and a header that was given, not read.
+"""Caveats of a GPU trace file: sampling stalls, a header given, not read, and tables printed
+for people (a re-printed CSV, the default nvidia-smi table).
 
 A sampler that stops (a busy host, a paused container, a restarted ``nvidia-smi -l``) leaves a
 gap; busy shares then average the samples around it as if the gap were not there. A gap is a
@@ -22,7 +23,9 @@ STALL_FACTOR = 5.0
 """A gap longer than this many median intervals of the same GPU is a stall."""
 STALL_MIN_S = 1.0
 """…and at least this long: a 10 ms sampler that misses a few polls is no stall."""
-_HEADER_FORMATS = ("nvidia-smi-csv",)
+_HEADER_FORMATS = ("nvidia-smi-csv", "nvidia-smi-csv-reprinted")
+_REPRINTED = "nvidia-smi-csv-reprinted"  # toolkit.load.gpu.reprint.FORMAT (which imports this)
+_TABLE = "nvidia-smi-table"  # toolkit.load.gpu.smitable.FORMAT
 _KEYS = ("host", "gpu", "uuid", "mig_instance")
 
 
@@ -68,6 +71,7 @@ def part_caveats(part: Part) -> list[Caveat]:
                 f"{longest['median_s']:.2f} s): busy shares average over the samples taken",
             )
         )
+    out += _printed_for_people(part)
     if part.format in _HEADER_FORMATS and part.samples.height:
         headers = part.skipped.filter(pl.col("reason") == "header")["line"].to_list()
         n = part.samples.height
@@ -88,6 +92,35 @@ def part_caveats(part: Part) -> list[Caveat]:
                 )
             )
     return out
+
+
+def _printed_for_people(part: Part) -> list[Caveat]:
+    """A trace read from a table printed for people: re-printed CSV, or the default table."""
+    n = part.samples.height
+    if not n:
+        return []
+    if part.format == _REPRINTED:
+        detail = (
+            f"{n} rows of a --query-gpu csv re-printed in padded columns (column -t): fields "
+            "split again at runs of spaces; check the columns against the query"
+        )
+        return [Caveat("reprinted-table", part.path, n, detail=detail)]
+    if part.format != _TABLE:
+        return []
+    prints = part.samples.get_column("sample").n_unique()
+    ts = part.samples.get_column("ts").drop_nulls().unique().sort()
+    if ts.len() > 1:
+        step = (ts.diff().dt.total_milliseconds() / 1e3).median()
+        timing = f"median {step:.0f} s apart: the -l period; times to the second"
+    elif ts.len() == 1:
+        timing = "one print time"
+    else:
+        timing = "no print time: untimed"
+    detail = (
+        f"the default nvidia-smi table: {prints} print(s), {n} samples, one per GPU per print "
+        f"({timing}); busy shares rest on these few samples"
+    )
+    return [Caveat("default-table", part.path, n, detail=detail)]
 
 
 def _has_units(samples: pl.DataFrame) -> bool:

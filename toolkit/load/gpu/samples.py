@@ -125,7 +125,16 @@ class GpuTrace:
         return out
 
 
-BENIGN = ("blank line", "header", "repeated header", "comment", "scrape time", "end of capture")
+BENIGN = (
+    "blank line",
+    "header",
+    "repeated header",
+    "comment",
+    "scrape time",
+    "end of capture",
+    "table frame",
+    "print time",
+)
 """Skip reasons that are part of a format, not a problem with the file."""
 
 
