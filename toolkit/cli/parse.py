@@ -249,7 +249,7 @@ def summarize(
             out.append(summarize_bench_file(path, cache=cache))
         return out
     if fmt in BENCH_FORMATS:
-        return [summarize_bench_file(path, cache=cache)]
+        return [summarize_bench_file(path, cache=cache, strict=strict)]
     if fmt == PHASE_FORMAT:
         marks = load_phase_marks([path], strict=strict)
         return [

@@ -62,9 +62,10 @@ def snapshots(
                 continue
             found = _snapshot(line)
             if isinstance(found, str):
-                if not raw.endswith(b"\n"):  # the last line, cut by a writer that stopped
+                cut = not raw.endswith(b"\n")  # the last line, cut by a writer that stopped
+                if cut:
                     note(ParseError(path, lineno, CUT_LINE, line))
-                _reject(path, lineno, found, line, skipped, strict)
+                _reject(path, lineno, found, line, skipped, strict, named=cut)
                 continue
             yield lineno, *found
         if stream.problem:
@@ -89,9 +90,20 @@ def _snapshot(line: str) -> tuple[datetime, str] | str:
 
 
 def _reject(
-    path: Path, lineno: int, reason: str, line: str | bytes, skipped: Tally, strict: bool
+    path: Path,
+    lineno: int,
+    reason: str,
+    line: str | bytes,
+    skipped: Tally,
+    strict: bool,
+    *,
+    named: bool = False,
 ) -> None:
+    """Raise the line with ``strict``; else count it, and name it in the damage being
+    collected (``damage.note``) unless it is already (``named``)."""
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
     if strict:
-        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
         raise ParseError(path, lineno, reason, text)
+    if not named:
+        note(ParseError(path, lineno, reason, text))
     skipped.add("bad line", f"{path}:{lineno}: {reason}")
