@@ -240,6 +240,19 @@ def test_a_bad_server_info_line_keeps_the_other_calls(
     assert code == 1 and "server_info.jsonl:2: not a server_info call" in err
 
 
+def test_a_lone_surrogate_in_a_server_info_call_is_named(run: Path) -> None:
+    call = {"ts": "2026-05-01T10:05:30.000", "phase": None, "when": "start",
+            "endpoint": "/server_info", "info": {"tp_size": 8, "pp_size": 1}}  # fmt: skip
+    bad = json.dumps({**call, "info": {"tp_size": 8, "model_path": "m"}}).replace(
+        "model", "\\udc00"
+    )
+    (run / "server_info.jsonl").write_text("\n".join([json.dumps(call), bad, json.dumps(call)]))
+    loaded = load_run(run, cache=False)
+    assert loaded.server_info["lineno"].unique().sort().to_list() == [1, 3]
+    [row] = input_damage(loaded)
+    assert row["detail"].startswith("server_info.jsonl:2: a lone surrogate escape (\\udc00)")
+
+
 def test_a_cut_last_phase_line_is_named_and_exits_1(
     run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
