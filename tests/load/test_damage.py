@@ -262,3 +262,42 @@ def test_a_cut_last_phase_line_is_named_and_exits_1(
     (run / "phases.jsonl").write_text(text[:-30])
     code, _out, err = _diagnose(run, capsys)
     assert code == 1 and "phases.jsonl:2: not a JSON object" in err
+
+
+def _calls() -> str:
+    call = {"ts": "2026-05-01T10:05:30.000", "phase": None, "when": "start",
+            "endpoint": "/server_info", "info": {"tp_size": 8, "pp_size": 1}}  # fmt: skip
+    return "".join(json.dumps({**call, "phase": i}) + "\n" for i in range(3))
+
+
+def _phase_rows() -> str:
+    row = {"phase": 0, "concurrency": 8, "num_prompts": 8, "start": "2026-05-01T10:07:00",
+           "end": "2026-05-01T10:07:30", "exit_code": 0, "results": 1}  # fmt: skip
+    return "".join(json.dumps({**row, "phase": i}) + "\n" for i in range(3))
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("bench.jsonl", (RUN / "bench.jsonl").read_text()),
+        (
+            "profile_export.jsonl",
+            (TEST_DATA / "bench/aiperf/flat/profile_export.jsonl").read_text(),
+        ),
+        ("metrics.jsonl", (TEST_DATA / "prometheus" / "metrics.jsonl").read_text()),
+        ("server_info.jsonl", _calls()),
+        ("phases.jsonl", _phase_rows()),
+    ],
+)
+def test_parse_reads_around_a_bad_middle_line_and_strict_stops_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str
+) -> None:
+    lines = text.splitlines()
+    lines[1] = lines[1][: len(lines[1]) // 2]
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["parse", "-q", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "damaged, line 2: " in out or "line 2 left out: " in out
+    assert main(["parse", "-q", "--strict", str(path)]) == 2
+    assert f"{name}:2: " in capsys.readouterr().err
