@@ -301,3 +301,20 @@ def test_parse_reads_around_a_bad_middle_line_and_strict_stops_there(
     assert "damaged, line 2: " in out or "line 2 left out: " in out
     assert main(["parse", "-q", "--strict", str(path)]) == 2
     assert f"{name}:2: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("metrics.jsonl", (TEST_DATA / "prometheus" / "metrics.jsonl").read_text()),
+        ("server_info.jsonl", _calls()),
+        ("phases.jsonl", _phase_rows()),
+    ],
+)
+def test_a_damaged_first_line_does_not_hide_the_file(
+    run: Path, capsys: pytest.CaptureFixture[str], name: str, text: str
+) -> None:
+    # The file is still recognized by the records after its first line, which is named.
+    (run / name).write_text("{cut\n" + text.split("\n", 1)[1])
+    code, _out, err = _diagnose(run, capsys)
+    assert code == 1 and f"{name}:1: " in err

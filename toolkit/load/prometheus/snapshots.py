@@ -29,10 +29,15 @@ _HEAD = re.compile(r'^\{"ts": "\d{4}-\d\d-\d\dT[\d:.]{8,15}", "text": "')
 
 def is_snapshot_file(path: Path) -> bool:
     """True when the first non-empty line starts like a capture snapshot (``{"ts": …,
-    "text": …``); the line itself may be too long to read whole here."""
+    "text": …``), or is no JSON object and a later one of the first five does (a damaged
+    first line, which the reader names); a line may be too long to read whole here."""
     for line in head_lines(path, n=5):
-        if line.strip():
-            return bool(_HEAD.match(line)) or _whole_snapshot(line)
+        if not line.strip():
+            continue
+        if _HEAD.match(line) or _whole_snapshot(line):
+            return True
+        if json_object(line) is not None:
+            return False  # a JSON object of another kind: another format
     return False
 
 
