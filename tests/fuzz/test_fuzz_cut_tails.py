@@ -1,5 +1,6 @@
-"""A JSONL file whose writer was killed mid-line: every line before the cut is read and the cut
-is named with its line, for every JSONL family ppscope reads."""
+"""A JSONL file whose writer was killed mid-line, or with one damaged line in its middle: every
+other line is read and the damaged one is named with its line, for every JSONL family ppscope
+reads."""
 
 from __future__ import annotations
 
