@@ -11,10 +11,12 @@ import pytest
 from helpers import TEST_DATA
 
 from toolkit.cli.main import main
+from toolkit.diagnose.inputs import INPUTS
 from toolkit.errors import ParseError
 from toolkit.load.bench.results import load_bench
 from toolkit.load.damage import CUT_LINE, SHOWN, collecting, damage_rows, damaged, input_damage
 from toolkit.load.run import load_run
+from toolkit.run_analysis import RunAnalysis
 
 RUN = TEST_DATA / "diagnose" / "tp8-decline"  # a log and three benchmark results
 
@@ -318,3 +320,13 @@ def test_a_damaged_first_line_does_not_hide_the_file(
     (run / name).write_text("{cut\n" + text.split("\n", 1)[1])
     code, _out, err = _diagnose(run, capsys)
     assert code == 1 and f"{name}:1: " in err
+
+
+def test_unreadable_server_info_is_not_advised_to_be_recorded(run: Path) -> None:
+    call = {"ts": "2026-05-01T10:05:30.000", "endpoint": "/server_info", "info": 3}
+    (run / "server_info.jsonl").write_text(json.dumps(call) + "\n" + json.dumps(call) + "\n")
+    ctx = RunAnalysis(run)
+    assert ctx.run.server_info.height == 0
+    why = INPUTS["launch settings"].why(ctx)
+    assert why.startswith("the run holds server info that could not be read")
+    assert "server_info.jsonl:1" in why
