@@ -20,8 +20,9 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 # The fuzz families (log, GPU, bench, metrics, run.toml, CLI, cache, capture's HTTP reads,
-# planted secrets, cut JSONL tails, hostile numbers) with the long search budget; `make test`
-# runs them on a few examples each. FUZZ_EXAMPLES=N sets the examples per test.
+# planted secrets, cut JSONL tails and damaged middle lines, hostile numbers) with the long
+# search budget; `make test` runs them on a few examples each. FUZZ_EXAMPLES=N sets the
+# examples per test.
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(if $(FUZZ_EXAMPLES),PPSCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES)) \
 		$(BIN)/python -m pytest tests/fuzz -m fuzz

@@ -1,5 +1,6 @@
-"""A JSONL file whose writer was killed mid-line: every line before the cut is read and the cut
-is named with its line, for every JSONL family ppscope reads."""
+"""A JSONL file whose writer was killed mid-line, or with one damaged line in its middle: every
+other line is read and the damaged one is named with its line, for every JSONL family ppscope
+reads."""
 
 from __future__ import annotations
 
@@ -86,3 +87,44 @@ def test_a_cut_last_line_keeps_the_lines_before_it(
         assert [n for n, _ in said] == [lineno]
     else:
         assert said == [(lineno, CUT_LINE)]
+
+
+CORRUPTIONS = ("cut", "garbage", "list", "surrogate key", "surrogate value")
+
+
+def _corrupt(line: str, how: str, keep: int) -> str:
+    """``line`` damaged one way a file is met damaged: cut short (a torn write), text that is
+    no JSON, JSON that is no object, or a lone surrogate escape in its first key or its first
+    text value."""
+    if how == "cut":
+        return line[:keep]
+    if how == "garbage":
+        return "\x00 not a record \x7f"
+    if how == "list":
+        return f"[{line}]"
+    if how == "surrogate key":
+        return line.replace('"', '"\\ud800', 1)
+    assert ': "' in line
+    return line.replace(': "', ': "\\ud800', 1)
+
+
+@budget(20)
+@given(name=st.sampled_from(sorted(FAMILIES)), how=st.sampled_from(CORRUPTIONS), data=st.data())
+def test_a_bad_middle_line_is_named_and_every_other_record_read(
+    tmp_path_factory: pytest.TempPathFactory, name: str, how: str, data: st.DataObject
+) -> None:
+    lines = FAMILIES[name].splitlines()
+    index = data.draw(st.integers(1, len(lines) - 2), label="line damaged (0-based)")
+    keep = data.draw(st.integers(1, len(lines[index]) - 1), label="characters kept if cut")
+    path = tmp_path_factory.mktemp("bad") / name
+    path.write_text(
+        "\n".join([*lines[:index], _corrupt(lines[index], how, keep), *lines[index + 1 :]]) + "\n"
+    )
+    rest = tmp_path_factory.mktemp("rest") / name
+    rest.write_text("\n".join([*lines[:index], *lines[index + 1 :]]) + "\n")
+    read, said = _read(path)
+    assert read == _read(rest)[0] > 0
+    assert [n for n, _ in said] == [index + 1]
+    if name == "bench.jsonl":  # every other run, by its own line
+        runs = load_bench(path).runs["lineno"].to_list()
+        assert runs == [n for n in range(1, len(lines) + 1) if n != index + 1]

@@ -107,11 +107,19 @@ def test_a_lone_surrogate_in_a_snapshot_is_a_skipped_line(tmp_path: Path) -> Non
     assert any("metrics.jsonl:2: a lone surrogate" in n for n in metrics.notes)
 
 
-def test_a_lone_surrogate_in_bench_results_is_a_parse_error(tmp_path: Path) -> None:
+def test_a_lone_surrogate_in_bench_results_is_named_with_its_line(tmp_path: Path) -> None:
+    # The line is damage named with its line, the run before it is used; a file with no
+    # other line has no readable run, so the line's error is the answer.
     path = tmp_path / "bench.jsonl"
     record = json.loads((RUN / "bench.jsonl").read_text())
     line = json.dumps(record)
-    path.write_text(line + "\n" + _surrogate(line, f'"{record["backend"]}"') + "\n")
+    bad = _surrogate(line, f'"{record["backend"]}"')
+    path.write_text(line + "\n" + bad + "\n")
+    results = load_bench(path)
+    assert results.runs["lineno"].to_list() == [1]
+    [error] = results.damaged
+    assert error.lineno == 2 and "lone surrogate" in error.reason
+    path.write_text(bad + "\n")
     with pytest.raises(ParseError, match="lone surrogate") as e:
         load_bench(path)
-    assert e.value.lineno == 2
+    assert e.value.lineno == 1

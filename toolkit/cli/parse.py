@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from toolkit.load.assembly import launch_spans
 from toolkit.load.bench import FORMATS as BENCH_FORMATS
 from toolkit.load.bench import sniff_bench_format
 from toolkit.load.bench.results import summarize_bench_file
+from toolkit.load.damage import collecting
 from toolkit.load.gpu import FORMATS as GPU_FORMATS
 from toolkit.load.gpu.trace import summarize_gpu_file
 from toolkit.load.phase_marks import PHASE_FORMAT, load_phase_marks, phase_file_problems
@@ -119,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
                         gpu_fields=args.gpu_fields,
                         gpu_interval_s=args.gpu_interval,
                     )
-                    failed += sum(1 for f in found if f.get("damaged"))  # read past, named
+                    # read past, named
+                    failed += sum(1 for f in found if f.get("damaged") or f.get("left_out"))
                     files.extend(found)
                     places.extend(path for _ in found)
                 except ToolkitError as e:
@@ -253,7 +257,7 @@ def summarize(
             out.append(summarize_bench_file(path, cache=cache))
         return out
     if fmt in BENCH_FORMATS:
-        return [summarize_bench_file(path, cache=cache)]
+        return [summarize_bench_file(path, cache=cache, strict=strict)]
     if fmt == PHASE_FORMAT:
         marks = load_phase_marks([path], strict=strict)
         return [
@@ -273,7 +277,10 @@ def summarize(
         summary = summarize_requests(got.table, got.skipped)
         return [{"path": str(path), "format": fmt, "lines": got.lines, **summary}]
     if fmt == SERVER_INFO_FORMAT:
-        info = load_server_info([path])
+        with _reading_around(strict) as found:
+            info = load_server_info([path])
+        if found and not info.height:
+            raise found[0]  # no call is readable: its first bad line is the answer
         answers = info.select("lineno", "ts").unique(maintain_order=True)
         varying = info.group_by("key").agg(pl.col("value").n_unique()).filter(pl.col("value") > 1)
         return [
@@ -285,9 +292,17 @@ def summarize(
                 "end": answers["ts"].max(),
                 "changed": sorted(varying["key"].to_list()),
             }
+            | _damaged(found)
         ]
     if fmt in METRICS_FORMATS:
-        return [summarize_metrics(path, strict=strict)]
+        with _reading_around(strict) as found:
+            try:
+                summary = summarize_metrics(path, strict=strict)
+            except ToolkitError:
+                if found:
+                    raise found[0] from None  # no scrape is readable: its first bad line
+                raise
+        return [summary | _damaged(found)]
     if fmt == TORCH_TRACE:
         return [summarize_trace(path)]
     if fmt in GPU_FORMATS:
@@ -296,6 +311,23 @@ def summarize(
         interval = gpu_interval_s or config.gpu_trace_interval_s
         return [summarize_gpu_file(path, fields=fields, interval_s=interval, strict=strict)]
     return [{"path": str(path), "format": fmt or "unknown"}]
+
+
+@contextmanager
+def _reading_around(strict: bool) -> Iterator[list[ToolkitError]]:
+    """The lines a loader reads past in the block (``damage.collecting``); with ``strict``
+    none is collected, so the loader raises the first."""
+    if strict:
+        yield []
+        return
+    with collecting() as found:
+        yield found
+
+
+def _damaged(found: list[ToolkitError]) -> dict[str, list[str]]:
+    """The ``damaged`` entry of a file's summary (``line N: reason`` each), if any."""
+    said = [f"line {getattr(e, 'lineno', '?')}: {getattr(e, 'reason', e)}" for e in found]
+    return {"damaged": said} if said else {}
 
 
 def describe(f: dict[str, Any]) -> str:
@@ -315,7 +347,9 @@ def describe(f: dict[str, Any]) -> str:
         return f"{head}\n  {f['phases']} phases at concurrency {levels}{stopped}{left}"
     if f["format"] == SERVER_INFO_FORMAT:
         changed = ", ".join(f["changed"]) or "nothing"
-        return f"{f['path']}  [{f['format']}]\n  {f['answers']} answers; changed: {changed}"
+        damaged = "".join(f"\n  damaged, {x}" for x in f.get("damaged", []))
+        head = f"{f['path']}  [{f['format']}]"
+        return f"{head}\n  {f['answers']} answers; changed: {changed}{damaged}"
     if f["format"] in METRICS_FORMATS:
         return _describe_metrics(f)
     if f["format"] == REQUESTS_FORMAT:
@@ -446,4 +480,5 @@ def _describe_metrics(f: dict[str, Any]) -> str:
         lines += wrapped(f"router: {router['series']} series ({workers})", indent="  ")
     for note in f["notes"]:
         lines.append(f"  note: {note}")
+    lines += [f"  damaged, {x}" for x in f.get("damaged", [])]
     return "\n".join(lines)

@@ -82,6 +82,7 @@ INPUTS: dict[str, Input] = {
             "log the server start (`ppscope capture --from-start` keeps it: the `server_args=` "
             "line comes first), record `/server_info` beside the log (capture does), or add "
             '`command = "python -m sglang.launch_server ..."` to run.toml',
+            lambda ctx: _damaged(ctx, "server info"),
         ),
         Input(
             "launch command",

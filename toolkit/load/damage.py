@@ -20,16 +20,22 @@ from toolkit.load.phase_marks import PHASE_FORMAT, phase_file_problems
 
 __all__ = [
     "CUT_LINE",
+    "DAMAGED",
     "all_damage",
     "collecting",
     "cut_tail",
     "damage_rows",
     "damaged",
+    "damaged_kind",
     "input_damage",
     "note",
 ]
 
 CUT_LINE = "cut last line (the writer stopped mid-line); the lines before it were read"
+DAMAGED = "damaged "
+"""Prefix of the ``input`` of a damage row: the input was read only in part."""
+SHOWN = 5
+"""Damaged places of one file a row names; the others are counted."""
 
 _SINK: ContextVar[list[ToolkitError] | None] = ContextVar("ppscope_damage", default=None)
 
@@ -73,26 +79,43 @@ def cut_tail(text: str, lineno: int, lines: int) -> bool:
 
 def damage_rows(errors: list[ToolkitError], what: str) -> list[dict[str, Any]]:
     """``Run.mismatches`` rows of the damage of one kind of input (``what``): one per file,
-    its first place named as ``file:line: reason``."""
+    its ``input`` marked ``DAMAGED``, its first ``SHOWN`` places named as
+    ``file:line: reason`` (the count of the others after them).
+
+    >>> [r["detail"] for r in damage_rows([ParseError("a/b.jsonl", 2, "not valid JSON")], "x")]
+    ['b.jsonl:2: not valid JSON']
+    """
     by_file: dict[str, list[ToolkitError]] = {}
     for error in errors:
         path = getattr(error, "path", None)
         by_file.setdefault(str(path) if path is not None else "?", []).append(error)
     out = []
     for path, found in by_file.items():
-        first = found[0]
-        line = getattr(first, "lineno", None)
-        reason = getattr(first, "reason", None) or str(first)
-        where = f"{Path(path).name}:{line}" if line is not None else Path(path).name
-        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        places = []
+        for error in found[:SHOWN]:
+            line = getattr(error, "lineno", None)
+            reason = getattr(error, "reason", None) or str(error)
+            where = f"{Path(path).name}:{line}" if line is not None else Path(path).name
+            places.append(f"{where}: {reason}")
+        more = f" (and {len(found) - SHOWN} more)" if len(found) > SHOWN else ""
         out.append(
             {
-                "input": what,
+                "input": DAMAGED + what,
                 "files": Path(path).name,
-                "detail": f"{where}: {reason}{more}",
+                "detail": "; ".join(places) + more,
             }
         )
     return out
+
+
+def damaged_kind(input_kind: str) -> str | None:
+    """The kind of input a ``Run.mismatches`` row's ``input`` names when the row is damage
+    (``damage_rows``), else None.
+
+    >>> damaged_kind("damaged benchmark results"), damaged_kind("GPU trace")
+    ('benchmark results', None)
+    """
+    return input_kind.removeprefix(DAMAGED) if input_kind.startswith(DAMAGED) else None
 
 
 def input_damage(run: Any) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """JSON lines as ppscope's capture and SGLang's tools write them: one object a line.
 
-``first_record`` serves the sniffers (the first non-blank line, and that line as an object),
+``first_record`` serves the sniffers (the first line that is an object, past damaged ones),
 ``json_object`` the readers, and ``local_time`` the times a capture writes: ISO, local to the
 capture host, without a zone.
 """
@@ -36,10 +36,17 @@ def json_object(text: str) -> dict[str, Any] | None:
 
 
 def first_record(path: str | Path, n: int = 5) -> tuple[str, dict[str, Any] | None] | None:
-    """The first non-blank line among the first ``n`` of a file (decompressed) and that line
-    as a JSON object (None when it is none); None when those lines are all blank."""
-    line = next((x for x in head_lines(path, n=n) if x.strip()), None)
-    return None if line is None else (line, json_object(line))
+    """The first line among the first ``n`` of a file (decompressed) that is a JSON object,
+    and that object; else the first non-blank line and None; None when all are blank.
+
+    A damaged first line (no JSON) does not hide the records after it from a sniffer: their
+    reader names it.
+    """
+    lines = [x for x in head_lines(path, n=n) if x.strip()]
+    found = ((x, json_object(x)) for x in lines)
+    return next((f for f in found if f[1] is not None), None) or (
+        (lines[0], None) if lines else None
+    )
 
 
 def local_time(value: Any) -> datetime | None:

@@ -19,7 +19,7 @@ import polars as pl
 from toolkit.errors import ParseError
 from toolkit.load import compression
 from toolkit.load.inputs import check_input, split_lines
-from toolkit.load.jsonl import first_record, json_object, local_time
+from toolkit.load.jsonl import first_record, json_object, local_time, lone_surrogate
 from toolkit.load.limits import beyond
 from toolkit.schema.bench import PHASE_MARKS
 
@@ -86,6 +86,9 @@ def _row(line: str) -> tuple[dict[str, Any] | None, str]:
     record = json_object(line)
     if record is None:
         return None, "not a JSON object"
+    broken = lone_surrogate(line, record)
+    if broken is not None:  # a key or text no table can hold
+        return None, broken
     start, end = local_time(record.get("start")), local_time(record.get("end"))
     if start is None or end is None or end < start:
         return None, "start and end must be local times, end not before start"

@@ -10,7 +10,7 @@ import polars as pl
 
 from toolkit.errors import ToolkitError
 from toolkit.load.assembly import overlap_s
-from toolkit.load.damage import input_damage
+from toolkit.load.damage import damaged_kind, input_damage
 from toolkit.load.gpu import trace_formats
 from toolkit.load.phase_marks import PHASE_FORMAT, phase_file_problems
 from toolkit.load.placement import placement_problems
@@ -104,7 +104,9 @@ def input_mismatches(run: Run) -> list[dict[str, str]]:
             }
         )
     out += input_damage(run)
-    said = {(m["input"], f) for m in out for f in m["files"].split(", ")}
+    said = {
+        (damaged_kind(m["input"]) or m["input"], f) for m in out for f in m["files"].split(", ")
+    }
     out += [n for n in stray_notes(run.stray_inputs) if (n["input"], n["files"]) not in said]
     return out
 

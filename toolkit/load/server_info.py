@@ -23,7 +23,7 @@ from toolkit.errors import ParseError
 from toolkit.load import compression
 from toolkit.load.damage import CUT_LINE, cut_tail, damaged
 from toolkit.load.inputs import check_input, split_lines
-from toolkit.load.jsonl import first_record, json_object, local_time
+from toolkit.load.jsonl import first_record, json_object, local_time, lone_surrogate
 from toolkit.schema.sglang import SERVER_INFO
 
 __all__ = [
@@ -113,6 +113,9 @@ def load_server_info(paths: Iterable[str | Path], *, clock_offset_s: float = 0.0
             raise ParseError(path, None, "too large for server_info answers")
         answer = _whole_object(path)
         if answer is not None and not (set(answer) >= _CALL_KEYS):
+            broken = lone_surrogate(json.dumps(answer), answer)
+            if broken is not None:
+                raise ParseError(path, None, broken)
             if not _states_arguments(answer):
                 raise ParseError(path, 1, "a JSON object that states no server arguments")
             rows += _rows(str(path), 1, None, None, None, answer)
@@ -126,8 +129,9 @@ def load_server_info(paths: Iterable[str | Path], *, clock_offset_s: float = 0.0
             if call is None and cut_tail(text, lineno, len(lines)):
                 damaged(ParseError(path, lineno, CUT_LINE, line))
                 break
-            if call is None:  # kept as damage while it is collected: the other calls are read
-                why = "not a server_info call ({ts, endpoint, info})"
+            why = "not a server_info call ({ts, endpoint, info})"
+            why = why if call is None else lone_surrogate(line, call)
+            if why is not None:  # kept as damage while it is collected: the other calls are read
                 damaged(ParseError(path, lineno, why, line))
                 continue
             ts = local_time(call.get("ts"))

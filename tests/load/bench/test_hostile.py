@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import TEST_DATA
 
-from toolkit.errors import ParseError, ToolkitError
+from toolkit.errors import ParseError
 from toolkit.load.bench.common import parse_json, whole
 from toolkit.load.bench.results import load_bench
 
@@ -65,11 +65,16 @@ def test_whole_stays_within_64_bits() -> None:
     ],
 )
 def test_sglang_jsonl_out_of_range(tmp_path: Path, line: str) -> None:
+    # The line no reader can hold is named with its line; the valid run before it is used.
     assert line != SGLANG
     path = _write(tmp_path, "r.jsonl", SGLANG + "\n" + line + "\n")
-    with pytest.raises(ToolkitError) as e:
-        load_bench(path)
-    assert "r.jsonl" in str(e.value)
+    results = load_bench(path)
+    assert results.runs["lineno"].to_list() == [1]
+    [bad] = results.damaged
+    assert isinstance(bad, ParseError) and (Path(bad.path).name, bad.lineno) == ("r.jsonl", 2)
+    assert "out of range" in bad.reason or "nested deeper" in bad.reason
+    with pytest.raises(ParseError, match=r"only\.jsonl:1"):  # no readable run: the answer
+        load_bench(_write(tmp_path, "only.jsonl", line + "\n"))
 
 
 def test_sglang_jsonl_large_floats_load(tmp_path: Path) -> None:
@@ -90,9 +95,15 @@ def test_aiperf_records_of_the_wrong_type(tmp_path: Path, change, reason: str) -
     record = json.loads(json.dumps(RECORD))
     change(record)
     path = _write(tmp_path, "profile_export.jsonl", json.dumps(RECORD) + "\n" + json.dumps(record))
+    # The record of the wrong type is named with its line; the valid one makes the run.
+    results = load_bench(path)
+    assert results.runs["completed"].to_list() == [1]
+    [bad] = results.damaged
+    assert isinstance(bad, ParseError) and bad.lineno == 2 and reason in bad.reason
+    path.write_text(json.dumps(record) + "\n")  # no record of the file is readable
     with pytest.raises(ParseError, match=reason) as e:
         load_bench(path)
-    assert e.value.lineno == 2
+    assert e.value.lineno == 1
 
 
 @pytest.mark.parametrize(

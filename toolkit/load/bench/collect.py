@@ -32,7 +32,7 @@ from toolkit.load.damage import collecting
 from toolkit.load.limits import beyond
 from toolkit.schema.bench import REQUESTS, RUNS
 
-__all__ = ["BenchResults", "Collector", "result_format", "summarize_results"]
+__all__ = ["BenchResults", "Collector", "read_past_damage", "result_format", "summarize_results"]
 
 
 @dataclass
@@ -78,13 +78,14 @@ class Collector:
     failed: list[ToolkitError] = field(default_factory=list)
     damaged: list[ToolkitError] = field(default_factory=list)
     exports: dict[int, str] = field(default_factory=dict)  # run → how its tool exported it
+    strict: bool = False  # the first damaged line of a file is raised, not read past
 
     def add(self, path: Path, fmt: str, load: Loader, context: RunContext) -> None:
         """The runs of one file, read by ``load`` (the ``load`` of format ``fmt``)."""
         labels: list[str] = []
         start = len(self.damaged)
-        with collecting() as found:
-            parsed_runs = load(path, Options(self.mapping, context.cache))
+        options = Options(self.mapping, context.cache, self.strict)
+        parsed_runs, found = read_past_damage(path, load, options)
         self.damaged += found
         for entry, parsed in enumerate(parsed_runs):
             row = _resolve(parsed, context, self.label)
@@ -173,6 +174,32 @@ class Collector:
         )
 
 
+def read_past_damage(
+    path: Path, load: Loader, options: Options
+) -> tuple[list[Parsed], list[ToolkitError]]:
+    """The runs ``load`` reads from ``path`` and the damage it read past (each unreadable line,
+    named with its line), in order.
+
+    Raises
+    ------
+    ToolkitError
+        With ``options.strict``, the first damaged line. Otherwise when the file holds no
+        readable run: its first damaged line (the reason it holds none), else the loader's error.
+    """
+    if options.strict:
+        return load(path, options), []
+    with collecting() as found:
+        try:
+            runs = load(path, options)
+        except ToolkitError:
+            if found:
+                raise found[0] from None
+            raise
+    if found and not runs:
+        raise found[0]
+    return runs, found
+
+
 def _beyond_limits(row: dict[str, Any]) -> str | None:
     """Why a run's numbers that size work are beyond their limits (``load.limits``), or None."""
     for key, limit in (("concurrency", "concurrency"), ("max_concurrency", "concurrency"),
@@ -194,7 +221,7 @@ def summarize_results(name: str, load: Loader) -> Summarizer:
     resolved as ``load_bench`` resolves a file named alone."""
 
     def summarize(path: Path, options: Options) -> dict[str, Any]:
-        collector = Collector(mapping=options.mapping)
+        collector = Collector(mapping=options.mapping, strict=options.strict)
         collector.add(path, name, load, RunContext(path.parent, False, options.cache))
         return collector.results(str(path)).summary()[0]
 

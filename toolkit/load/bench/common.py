@@ -298,13 +298,17 @@ def csv_rows(
 
 
 def json_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) of each non-blank line of a JSONL file.
+    """(line number, object) of each non-blank line of a JSONL file that is one JSON object.
+
+    A line that is not (not JSON, not an object, an integer out of range, a lone surrogate) is
+    ``damaged`` and the lines after it are read: while damage is collected it is kept there,
+    named with its line; otherwise (strict) it is raised. A cut last line (no newline after it)
+    is named as such.
 
     Raises
     ------
     ParseError
-        A line that is not JSON, or not a JSON object, with its line number. A cut last line
-        (no newline after it) is ``damaged``: kept as damage when it is being collected.
+        Outside ``damage.collecting``, at the first line that is no JSON object.
     """
     lines = split_lines(text)
     for lineno, line in enumerate(lines, start=1):
@@ -313,10 +317,12 @@ def json_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             obj = parse_json(line, path, lineno)
         except ParseError as e:
-            if not cut_tail(text, lineno, len(lines)) or "JSON" not in e.reason:
-                raise
-            damaged(ParseError(path, lineno, CUT_LINE, line))
-            return
+            if cut_tail(text, lineno, len(lines)) and "JSON" in e.reason:
+                damaged(ParseError(path, lineno, CUT_LINE, line))
+                return
+            damaged(ParseError(path, lineno, e.reason, line))
+            continue
         if not isinstance(obj, dict):
-            raise ParseError(path, lineno, "expected one JSON object per line", line)
+            damaged(ParseError(path, lineno, "expected one JSON object per line", line))
+            continue
         yield lineno, obj

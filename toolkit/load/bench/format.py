@@ -37,10 +37,12 @@ NOT_JSON = object()
 @dataclass(frozen=True)
 class Options:
     """What a reader may need besides the file: a generic CSV's ``{column: header}``
-    ``mapping``, and whether a run directory's server log may be cached (``cache``)."""
+    ``mapping``, whether a run directory's server log may be cached (``cache``), and whether
+    the first damaged line of a file is raised rather than read past (``strict``)."""
 
     mapping: dict[str, str] | None = None
     cache: bool = True
+    strict: bool = False
 
 
 class Peek:

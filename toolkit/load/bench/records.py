@@ -20,6 +20,7 @@ from typing import Any
 from toolkit.errors import ParseError
 from toolkit.load.bench.common import Parsed, from_epoch_ns, json_lines, num, to_ms, whole
 from toolkit.load.bench.nvidia import ARTIFACT_CONCURRENCY
+from toolkit.load.damage import damaged
 
 COMPUTED = "per-request records"  # extra["computed_from"] of a run summarized here
 _LATENCIES = {
@@ -36,12 +37,20 @@ def is_record(obj: Any) -> bool:
 
 
 def read_records(path: Path, text: str) -> list[Parsed]:
-    """The one run of a per-request export, with its requests."""
+    """The one run of a per-request export, with its requests.
+
+    A line that is no request record, or whose parts have the wrong types, is ``damaged``
+    (named with its line while damage is collected, else raised) and the others are read.
+    """
     records = []
     for lineno, obj in json_lines(path, text):
-        if not is_record(obj):
-            raise ParseError(path, lineno, "not an AIPerf request record", json.dumps(obj))
-        _check(path, lineno, obj)
+        try:
+            if not is_record(obj):
+                raise ParseError(path, lineno, "not an AIPerf request record", json.dumps(obj))
+            _check(path, lineno, obj)
+        except ParseError as e:
+            damaged(e)
+            continue
         if obj["metadata"].get("benchmark_phase", "profiling") == "profiling":
             records.append(obj)
     if not records:

@@ -129,7 +129,11 @@ def _add(collector: Collector, path: Path, fmt: Format, context: RunContext) -> 
 
 
 def summarize_bench_file(
-    path: str | Path, *, mapping: dict[str, str] | None = None, cache: bool = True
+    path: str | Path,
+    *,
+    mapping: dict[str, str] | None = None,
+    cache: bool = True,
+    strict: bool = False,
 ) -> dict[str, Any]:
     """The ``ppscope parse --json`` entry of a result file: path, format, runs, layouts.
 
@@ -137,9 +141,12 @@ def summarize_bench_file(
     ------
     UnknownFormat
         When the file is none of the benchmark formats.
+    ParseError
+        With ``strict``, at the file's first damaged line (else it is listed under
+        ``damaged``); when no line of it holds a run, at its first damaged line.
     """
     path = check_input(path)
     fmt = FORMATS.get(sniff_bench_format(path) or "")
     if fmt is None:
         raise UnknownFormat(path, "not a benchmark result this version reads")
-    return fmt.summarize(path, Options(mapping, cache))
+    return fmt.summarize(path, Options(mapping, cache, strict))

@@ -29,10 +29,15 @@ _HEAD = re.compile(r'^\{"ts": "\d{4}-\d\d-\d\dT[\d:.]{8,15}", "text": "')
 
 def is_snapshot_file(path: Path) -> bool:
     """True when the first non-empty line starts like a capture snapshot (``{"ts": …,
-    "text": …``); the line itself may be too long to read whole here."""
+    "text": …``), or is no JSON object and a later one of the first five does (a damaged
+    first line, which the reader names); a line may be too long to read whole here."""
     for line in head_lines(path, n=5):
-        if line.strip():
-            return bool(_HEAD.match(line)) or _whole_snapshot(line)
+        if not line.strip():
+            continue
+        if _HEAD.match(line) or _whole_snapshot(line):
+            return True
+        if json_object(line) is not None:
+            return False  # a JSON object of another kind: another format
     return False
 
 
@@ -62,9 +67,10 @@ def snapshots(
                 continue
             found = _snapshot(line)
             if isinstance(found, str):
-                if not raw.endswith(b"\n"):  # the last line, cut by a writer that stopped
+                cut = not raw.endswith(b"\n")  # the last line, cut by a writer that stopped
+                if cut:
                     note(ParseError(path, lineno, CUT_LINE, line))
-                _reject(path, lineno, found, line, skipped, strict)
+                _reject(path, lineno, found, line, skipped, strict, named=cut)
                 continue
             yield lineno, *found
         if stream.problem:
@@ -89,9 +95,20 @@ def _snapshot(line: str) -> tuple[datetime, str] | str:
 
 
 def _reject(
-    path: Path, lineno: int, reason: str, line: str | bytes, skipped: Tally, strict: bool
+    path: Path,
+    lineno: int,
+    reason: str,
+    line: str | bytes,
+    skipped: Tally,
+    strict: bool,
+    *,
+    named: bool = False,
 ) -> None:
+    """Raise the line with ``strict``; else count it, and name it in the damage being
+    collected (``damage.note``) unless it is already (``named``)."""
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
     if strict:
-        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
         raise ParseError(path, lineno, reason, text)
+    if not named:
+        note(ParseError(path, lineno, reason, text))
     skipped.add("bad line", f"{path}:{lineno}: {reason}")
