@@ -22,7 +22,7 @@ import polars as pl
 
 from toolkit.errors import ParseError
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
-from toolkit.load.gpu.samples import trace_summarizer
+from toolkit.load.gpu.samples import rows_frame, trace_summarizer
 from toolkit.schema.gpu import SKIPPED, UNAVAILABLE
 
 FORMAT = "aiperf-gpu-telemetry"
@@ -138,23 +138,8 @@ def _record(text: str) -> tuple[dict[str, Any] | None, str]:
 
 def _frame(rows: list[dict[str, Any]], source: str) -> pl.DataFrame:
     if not rows:
-        return pl.DataFrame(schema={"source": pl.String, "lineno": pl.Int64})
-    columns: dict[str, None] = {}
-    for r in rows:
-        columns.update(dict.fromkeys(r))
-    schema: dict[str, pl.DataType] = {}
-    for c in columns:
-        if c == "lineno":
-            schema[c] = pl.Int64()
-        elif c == "gpu":
-            schema[c] = pl.Int32()
-        elif c == "ts":
-            schema[c] = pl.Datetime("ms")
-        elif c in _STRINGS:
-            schema[c] = pl.String()
-        else:
-            schema[c] = pl.Float64()
-    df = pl.DataFrame([{c: r.get(c) for c in columns} for r in rows], schema=schema, orient="row")
+        return rows_frame(rows, _STRINGS)  # no sample: the empty frame of no columns
+    df = rows_frame(rows, _STRINGS)
     # a poll is one time of one host: number them per host and GPU, in file order
     poll = pl.col("ts").rank("dense").cast(pl.Int64) - 1
     keys = [c for c in ("host", "uuid", "gpu") if c in df.columns]

@@ -23,7 +23,7 @@ from toolkit.load.gpu.cells import check_cells
 from toolkit.load.gpu.dcgm import cell_kind, is_blank
 from toolkit.load.gpu.fields import DCGM_BY_NAME, DCGM_BY_OLD_NAME, dcgm_unknown_column
 from toolkit.load.gpu.format import TRACE, Format, Options, Part, Peek
-from toolkit.load.gpu.samples import trace_summarizer
+from toolkit.load.gpu.samples import rows_frame, trace_summarizer
 from toolkit.load.inputs import split_lines
 from toolkit.schema.gpu import SAMPLES, SKIPPED, UNAVAILABLE
 
@@ -250,25 +250,10 @@ def _printed(value: float) -> str:
 
 def _frame(rows: list[dict[str, Any]], source: str) -> pl.DataFrame:
     if not rows:
-        return pl.DataFrame(schema={"source": pl.String, "lineno": pl.Int64})
-    columns: dict[str, None] = {}
-    for r in rows:
-        columns.update(dict.fromkeys(r))
+        return rows_frame(rows, ())  # no sample: the empty frame of no columns
     strings = {"name", "uuid", "host", "pci_bus_id", "mig_profile", "pstate", "entity"}
     strings |= {"driver_version", "container", "namespace", "pod"}
-    schema: dict[str, pl.DataType] = {}
-    for c in columns:
-        if c in ("lineno", "sample"):
-            schema[c] = pl.Int64()
-        elif c in ("gpu", "mig_instance"):
-            schema[c] = pl.Int32()
-        elif c == "ts":
-            schema[c] = pl.Datetime("ms")
-        elif c in strings:
-            schema[c] = pl.String()
-        else:
-            schema[c] = pl.Float64()
-    df = pl.DataFrame([{c: r.get(c) for c in columns} for r in rows], schema=schema, orient="row")
+    df = rows_frame(rows, strings, integers=("lineno", "sample"), gpu_ids=("gpu", "mig_instance"))
     return df.with_columns(source=pl.lit(source))
 
 

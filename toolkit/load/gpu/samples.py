@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import weakref
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
@@ -136,6 +137,36 @@ BENIGN = (
     "print time",
 )
 """Skip reasons that are part of a format, not a problem with the file."""
+
+
+def rows_frame(
+    rows: list[dict[str, Any]],
+    strings: Collection[str],
+    *,
+    integers: Collection[str] = ("lineno",),
+    gpu_ids: Collection[str] = ("gpu",),
+) -> pl.DataFrame:
+    """Sample rows read record by record (exporter scrapes, telemetry JSONL) as a frame: every
+    key any row has is a column, ``ts`` a time, ``integers`` Int64, ``gpu_ids`` Int32,
+    ``strings`` text and every other column a float."""
+    if not rows:
+        return pl.DataFrame(schema={"source": pl.String, "lineno": pl.Int64})
+    columns: dict[str, None] = {}
+    for r in rows:
+        columns.update(dict.fromkeys(r))
+    schema: dict[str, pl.DataType] = {}
+    for c in columns:
+        if c in integers:
+            schema[c] = pl.Int64()
+        elif c in gpu_ids:
+            schema[c] = pl.Int32()
+        elif c == "ts":
+            schema[c] = pl.Datetime("ms")
+        elif c in strings:
+            schema[c] = pl.String()
+        else:
+            schema[c] = pl.Float64()
+    return pl.DataFrame([{c: r.get(c) for c in columns} for r in rows], schema=schema, orient="row")
 
 
 def gpu_count(df: pl.DataFrame) -> int:
