@@ -25,7 +25,7 @@ test: $(STAMP)
 # examples per test.
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(if $(FUZZ_EXAMPLES),PPSCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES)) \
-		$(BIN)/python -m pytest tests/fuzz -m fuzz
+		$(BIN)/python -m pytest tests/fuzz -m fuzz --hypothesis-show-statistics
 
 # The commands as users run them (parse, diagnose, report; the GPU trace's typed load), then
 # the long-line check and the demo report. BENCH_BIG=1 adds a 10 GB run.
