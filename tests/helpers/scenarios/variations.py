@@ -2,8 +2,8 @@
 
 A variation changes how a scenario's run was served, benchmarked or recorded, never what is
 wrong with it: the same causes are injected (``expected.json`` lists the same ids; a cost the
-timeline plays, KV pressure, is played again on the varied run). Axes, from the format notes in
-``/work/shared/formats/``:
+timeline plays, KV pressure, is played again on the varied run). Axes, from the published
+input formats:
 
 * ``wrapper``: the tool in front of every line (journald, docker, kubectl, the node's CRI file,
   a parent Python logger, docker compose) or none;
