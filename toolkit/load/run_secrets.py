@@ -89,22 +89,22 @@ def _server_info(run: Run) -> set[str]:
 
 def _bench(run: Run) -> set[str]:
     results = run.bench_all
-    if results is None or "extra" not in results.runs.columns:
-        return set()
-    found: set[str] = set()
-    for extra in results.runs["extra"].drop_nulls().unique().to_list():
-        found |= _from_json_text(extra, "")
-    return found
+    runs = results.runs if results is not None else None
+    return _in_column(runs, "extra", lambda text: _from_json_text(text, ""))
 
 
 def _labels(run: Run) -> set[str]:
     metrics = run.metrics
-    if metrics is None or "labels" not in metrics.samples.columns:
+    return _in_column(metrics.samples if metrics is not None else None, "labels", secrets_in_text)
+
+
+def _in_column(
+    frame: pl.DataFrame | None, column: str, read: Callable[[str], set[str]]
+) -> set[str]:
+    """The secrets ``read`` finds in each distinct text of ``column`` (none without it)."""
+    if frame is None or column not in frame.columns:
         return set()
-    found: set[str] = set()
-    for labels in metrics.samples["labels"].drop_nulls().unique().to_list():
-        found |= secrets_in_text(labels)
-    return found
+    return set().union(*(read(v) for v in frame[column].drop_nulls().unique().to_list()))
 
 
 def _from_json_text(text: str | None, key: str) -> set[str]:
